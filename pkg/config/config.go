@@ -1,0 +1,180 @@
+// Package config holds the webhook's configuration as one validated struct,
+// and the flags that fill it. The budget flags are shared with the kubectl
+// plugin so both speak the same names.
+//
+// Invariant: a Config that passed Validate can be run; main only wires.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/graceguard/graceguard/pkg/budget"
+	"github.com/graceguard/graceguard/pkg/mutate"
+)
+
+// Config is everything cmd/webhook needs.
+type Config struct {
+	// Options are the cluster defaults for the budget, hooks and mode.
+	Options mutate.Options
+	// CertDir holds tls.crt and tls.key; they are reloaded when they change.
+	CertDir string
+	// Port is the HTTPS port of the admission endpoints.
+	Port int
+	// MetricsBindAddress serves Prometheus /metrics ("0" disables it).
+	MetricsBindAddress string
+	// HealthProbeBindAddress serves /healthz and /readyz.
+	HealthProbeBindAddress string
+	// ShutdownDelay is how long the server keeps serving after SIGTERM,
+	// with /readyz failing, so endpoints and API servers stop sending to
+	// it before it closes its listener.
+	ShutdownDelay time.Duration
+	// DrainTimeout bounds the wait for in-flight reviews after the delay.
+	DrainTimeout time.Duration
+	// Namespace is graceguard's own namespace, never touched.
+	Namespace string
+}
+
+// Default returns the documented defaults.
+func Default() Config {
+	o := mutate.DefaultOptions()
+	ns := os.Getenv("POD_NAMESPACE")
+	return Config{
+		Options:                o,
+		CertDir:                "/tmp/k8s-webhook-server/serving-certs",
+		Port:                   9443,
+		MetricsBindAddress:     ":8080",
+		HealthProbeBindAddress: ":8081",
+		ShutdownDelay:          10 * time.Second,
+		DrainTimeout:           20 * time.Second,
+		Namespace:              ns,
+	}
+}
+
+// BindFlags binds every server flag to c.
+func (c *Config) BindFlags(fs *pflag.FlagSet) {
+	BindOptions(fs, &c.Options)
+	fs.StringVar(&c.CertDir, "cert-dir", c.CertDir, "directory with tls.crt and tls.key (reloaded when they change)")
+	fs.IntVar(&c.Port, "port", c.Port, "HTTPS port of the admission webhooks")
+	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress, `address of Prometheus /metrics ("0" disables it)`)
+	fs.StringVar(&c.HealthProbeBindAddress, "health-probe-bind-address", c.HealthProbeBindAddress, "address of /healthz and /readyz")
+	fs.Var(durationValue{&c.ShutdownDelay}, "shutdown-delay", "keep serving this long after SIGTERM while /readyz fails, so routes to this replica are withdrawn first")
+	fs.Var(durationValue{&c.DrainTimeout}, "drain-timeout", "after the shutdown delay, wait at most this long for in-flight reviews")
+	fs.StringVar(&c.Namespace, "namespace", c.Namespace, "graceguard's own namespace, never mutated (default $POD_NAMESPACE)")
+}
+
+// BindOptions binds the cluster-default flags shared by the webhook and the
+// kubectl plugin.
+func BindOptions(fs *pflag.FlagSet, o *mutate.Options) {
+	fs.Var(durationValue{&o.Defaults.Routing}, "default-routing-delay", "routing withdrawal time for Pods that set no "+mutate.AnnotationRoutingDelay)
+	fs.Var(durationValue{&o.Defaults.Work}, "default-max-work", "longest admitted work for Pods that set no "+mutate.AnnotationMaxWork)
+	fs.Var(durationValue{&o.Defaults.Cleanup}, "default-cleanup", "cleanup time for Pods that set no "+mutate.AnnotationCleanup)
+	fs.Var(durationValue{&o.Defaults.Margin}, "default-safety-margin", "safety margin for Pods that set no "+mutate.AnnotationSafetyMargin)
+	fs.Var(durationValue{&o.MaxGrace}, "max-grace-period", "largest grace period a budget may ask for (the cluster autoscaler's cap is 10m)")
+	fs.Var(choiceValue[mutate.PreStopHandler]{&o.PreStop, mutate.PreStopHandlers}, "prestop-handler", "default preStop hook: sleep (native sleep action), exec (sleep binary in the image) or none")
+	fs.Var(choiceValue[mutate.Mode]{&o.Mode, mutate.Modes}, "default-mode", "mode of opted-in namespaces without a "+mutate.LabelMode+" label: enforce or warn")
+	fs.StringSliceVar(&o.ExcludedNamespaces, "excluded-namespaces", o.ExcludedNamespaces, "namespaces never touched, whatever their labels")
+}
+
+// Validate checks c, naming each flag at fault and the accepted values.
+func (c Config) Validate() error {
+	var errs []error
+	if err := c.Options.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Port < 1 || c.Port > 65535 {
+		errs = append(errs, fmt.Errorf("--port=%d: want 1-65535", c.Port))
+	}
+	if c.CertDir == "" {
+		errs = append(errs, errors.New("--cert-dir: must not be empty"))
+	}
+	if c.MetricsBindAddress != "0" {
+		if err := checkAddr(c.MetricsBindAddress); err != nil {
+			errs = append(errs, fmt.Errorf("--metrics-bind-address=%q: %v; want host:port, :port or 0", c.MetricsBindAddress, err))
+		}
+	}
+	if err := checkAddr(c.HealthProbeBindAddress); err != nil {
+		errs = append(errs, fmt.Errorf("--health-probe-bind-address=%q: %v; want host:port or :port", c.HealthProbeBindAddress, err))
+	}
+	if c.ShutdownDelay < 0 || c.ShutdownDelay > 5*time.Minute {
+		errs = append(errs, fmt.Errorf("--shutdown-delay=%s: want 0 to 5m", c.ShutdownDelay))
+	}
+	if c.DrainTimeout < time.Second || c.DrainTimeout > 5*time.Minute {
+		errs = append(errs, fmt.Errorf("--drain-timeout=%s: want 1s to 5m", c.DrainTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// Excluded returns the options with graceguard's own namespace excluded.
+func (c Config) Excluded() mutate.Options {
+	o := c.Options
+	if c.Namespace != "" {
+		o.ExcludedNamespaces = append(append([]string{}, o.ExcludedNamespaces...), c.Namespace)
+	}
+	return o
+}
+
+func checkAddr(a string) error {
+	_, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return err
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q is not 0-65535", port)
+	}
+	return nil
+}
+
+// durationValue is a pflag.Value that accepts what annotations accept: Go
+// durations or bare whole seconds, within 0..1h.
+type durationValue struct{ d *time.Duration }
+
+func (v durationValue) String() string {
+	if v.d == nil {
+		return ""
+	}
+	return budget.Format(*v.d)
+}
+func (v durationValue) Set(s string) error {
+	d, err := budget.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*v.d = d
+	return nil
+}
+func (v durationValue) Type() string { return "duration" }
+
+// choiceValue is a pflag.Value limited to a fixed set of strings.
+type choiceValue[T ~string] struct {
+	v       *T
+	choices []T
+}
+
+func (c choiceValue[T]) String() string {
+	if c.v == nil {
+		return ""
+	}
+	return string(*c.v)
+}
+func (c choiceValue[T]) Set(s string) error {
+	for _, ch := range c.choices {
+		if string(ch) == s {
+			*c.v = ch
+			return nil
+		}
+	}
+	names := make([]string, len(c.choices))
+	for i, ch := range c.choices {
+		names[i] = string(ch)
+	}
+	return fmt.Errorf("%q is not one of %s", s, strings.Join(names, ", "))
+}
+func (c choiceValue[T]) Type() string { return "string" }

@@ -1,0 +1,35 @@
+package mutate
+
+// Namespace labels, set by platform teams.
+const (
+	// LabelInject opts a namespace in when set to LabelInjectEnabled.
+	LabelInject        = "graceguard.io/inject"
+	LabelInjectEnabled = "enabled"
+	// LabelMode selects ModeEnforce or ModeWarn for a namespace.
+	LabelMode = "graceguard.io/mode"
+)
+
+// Pod annotations, set by app teams. The four budget keys, PreStop and the
+// probe keys also work on a Namespace, as defaults for its Pods.
+const (
+	AnnotationRoutingDelay   = "graceguard.io/routing-delay"
+	AnnotationMaxWork        = "graceguard.io/max-work"
+	AnnotationCleanup        = "graceguard.io/cleanup"
+	AnnotationSafetyMargin   = "graceguard.io/safety-margin"
+	AnnotationPreStop        = "graceguard.io/prestop"
+	AnnotationContainers     = "graceguard.io/containers"
+	AnnotationReadinessPath  = "graceguard.io/readiness-path"
+	AnnotationLivenessPath   = "graceguard.io/liveness-path"
+	AnnotationProbePort      = "graceguard.io/probe-port"
+	AnnotationInject         = "graceguard.io/inject"
+	AnnotationBudget         = "graceguard.io/budget"
+	annotationMirror         = "kubernetes.io/config.mirror"
+	defaultGracePeriodSecond = 30
+)
+
+// NamespaceDefaultKeys are the annotations a Namespace may carry as defaults
+// for its Pods. Per-Pod keys (containers, inject) only make sense on a Pod.
+var NamespaceDefaultKeys = []string{
+	AnnotationRoutingDelay, AnnotationMaxWork, AnnotationCleanup, AnnotationSafetyMargin,
+	AnnotationPreStop, AnnotationReadinessPath, AnnotationLivenessPath, AnnotationProbePort,
+}

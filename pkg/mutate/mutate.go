@@ -1,0 +1,306 @@
+package mutate
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/graceguard/graceguard/pkg/budget"
+)
+
+// Probe tuning. Readiness withdraws quickly (two failures two seconds apart);
+// liveness is slow and independent of draining, so a draining app is not
+// restarted.
+var (
+	readinessTuning = corev1.Probe{PeriodSeconds: 2, FailureThreshold: 2, TimeoutSeconds: 1, SuccessThreshold: 1}
+	livenessTuning  = corev1.Probe{InitialDelaySeconds: 10, PeriodSeconds: 10, FailureThreshold: 3, TimeoutSeconds: 1, SuccessThreshold: 1}
+)
+
+// Mutate decides what graceguard adds to the target and, in enforce mode,
+// adds it to t (in warn mode t is left as it is and the report says what
+// would change). It never denies: violations it meets stop it from
+// changing anything and are left for Validate to report.
+func Mutate(t Target, ns Namespace, opts Options) *Report {
+	r := newReport(t, StageMutate)
+	if r.Skip = skip(t, ns, opts); r.Skip != "" {
+		return r
+	}
+	p := newPaths(t.MetaPath, ns.Name)
+	s, bad := resolve(t.Meta.Annotations, ns, opts, p)
+	r.Mode = s.Mode
+	if s.OptOut {
+		r.Skip, r.OptedOut = SkipOptedOut, true
+		return r
+	}
+	work := t
+	if s.Mode == ModeWarn {
+		work = t.deepCopy()
+	}
+	mutate(work, s, p, bad, r)
+	r.Applied = s.Mode != ModeWarn && len(r.Changes) > 0
+	return r
+}
+
+func newReport(t Target, stage Stage) *Report {
+	g := t.grace()
+	return &Report{Stage: stage, Kind: t.Kind, Namespace: t.Namespace, Name: t.Name, GraceBefore: g, Grace: g}
+}
+
+// skip says why a target is left alone entirely, or "".
+func skip(t Target, ns Namespace, opts Options) Reason {
+	switch {
+	case slices.Contains(opts.ExcludedNamespaces, ns.Name):
+		return SkipExcluded
+	case ns.Labels[LabelInject] != LabelInjectEnabled:
+		return SkipNotOptedIn
+	}
+	if _, mirror := t.Meta.Annotations[annotationMirror]; mirror {
+		return SkipMirrorPod
+	}
+	return ""
+}
+
+// mutate changes t and records every change in r.
+func mutate(t Target, s Settings, p paths, bad []Finding, r *Report) {
+	targets, tbad := selectTargets(t, s, p)
+	if bad = append(bad, tbad...); len(bad) > 0 {
+		r.Violations = bad
+		return
+	}
+	r.Budget, r.Hook = effectiveBudget(s, targets, r)
+	need := r.Budget.Grace()
+	if f := budget.Check(r.Budget, r.Grace, s.maxGrace); f.OverCap() {
+		r.Violations = append(r.Violations, overCap(t, f, s))
+		return
+	}
+
+	sleep := budget.CeilSeconds(s.Budget.Routing)
+	for _, c := range targets {
+		if s.PreStop == PreStopNone || sleep == 0 || (c.c.Lifecycle != nil && c.c.Lifecycle.PreStop != nil) {
+			continue
+		}
+		h := preStopHandler(s.PreStop, sleep)
+		ch := Change{Reason: ChangePreStop, Path: c.path.Child("lifecycle", "preStop"), Summary: preStopLength(h).Desc}
+		if c.c.Lifecycle == nil {
+			c.c.Lifecycle = &corev1.Lifecycle{PreStop: h}
+			ch.Op = add(c.pointer+"/lifecycle", c.c.Lifecycle)
+		} else {
+			c.c.Lifecycle.PreStop = h
+			ch.Op = add(c.pointer+"/lifecycle/preStop", h)
+		}
+		r.Changes = append(r.Changes, ch)
+	}
+
+	addProbes(targets, s, p, r)
+
+	if need > r.Grace {
+		r.Changes = append(r.Changes, Change{
+			Reason:  ChangeGrace,
+			Path:    t.SpecPath.Child("terminationGracePeriodSeconds"),
+			Summary: fmt.Sprintf("%d -> %d (%s)", r.Grace, need, r.Budget.Arithmetic()),
+			Op:      add(t.specPointer()+"/terminationGracePeriodSeconds", need),
+		})
+		t.Spec.TerminationGracePeriodSeconds = &need
+		r.Grace = need
+	}
+
+	advise(targets, r)
+
+	note := r.Budget.Annotation(r.Grace)
+	if t.Meta.Annotations[AnnotationBudget] != note {
+		ch := Change{Reason: ChangeBudget, Path: t.MetaPath.Child("annotations").Key(AnnotationBudget), Summary: note}
+		if t.Meta.Annotations == nil {
+			t.Meta.Annotations = map[string]string{}
+			ch.Op = add(t.metaPointer()+"/annotations", map[string]string{AnnotationBudget: note})
+		} else {
+			ch.Op = add(t.metaPointer()+"/annotations/"+escape(AnnotationBudget), note)
+		}
+		t.Meta.Annotations[AnnotationBudget] = note
+		r.Changes = append(r.Changes, ch)
+	}
+}
+
+func preStopHandler(h PreStopHandler, seconds int64) *corev1.LifecycleHandler {
+	if h == PreStopExec {
+		return &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sleep", strconv.FormatInt(seconds, 10)}}}
+	}
+	return &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: seconds}}
+}
+
+// selectTargets picks the containers to treat: the ones named in
+// graceguard.io/containers (regular containers or native sidecars), else
+// every regular container.
+func selectTargets(t Target, s Settings, p paths) ([]container, []Finding) {
+	all := t.containers()
+	if s.Containers == nil {
+		out := make([]container, 0, len(t.Spec.Containers))
+		for _, c := range all {
+			if !c.sidecar {
+				out = append(out, c)
+			}
+		}
+		return out, nil
+	}
+	var out []container
+	var bad []Finding
+	path := p.pod.Key(AnnotationContainers)
+	value := strings.Join(s.Containers, ",")
+	for _, name := range s.Containers {
+		i := slices.IndexFunc(all, func(c container) bool { return c.c.Name == name })
+		if i >= 0 {
+			out = append(out, all[i])
+			continue
+		}
+		detail := fmt.Sprintf("no container named %q; treatable containers: %s", name, joinQuoted(names(all)))
+		if slices.ContainsFunc(t.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == name }) {
+			detail = fmt.Sprintf("%q is a regular init container: the API allows no preStop hook or probes there (only native sidecars, restartPolicy: Always)", name)
+		}
+		if slices.ContainsFunc(t.Spec.EphemeralContainers, func(c corev1.EphemeralContainer) bool { return c.Name == name }) {
+			detail = fmt.Sprintf("%q is an ephemeral container: the API allows no preStop hook or probes there", name)
+		}
+		bad = append(bad, Finding{DenyInvalidAnnotation, field.Invalid(path, value, detail)})
+	}
+	return out, bad
+}
+
+func names(cs []container) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.c.Name
+	}
+	return out
+}
+
+// effectiveBudget replaces the routing term by the longest preStop hook of
+// the treated containers where that is longer: the kubelet sends SIGTERM
+// only after the hook. A hook graceguard will add counts as the whole
+// seconds it will sleep, so the result is the same before and after
+// mutation. Hooks of unknown length are warned about (when r is not nil)
+// and count with their known lower bound.
+func effectiveBudget(s Settings, targets []container, r *Report) (budget.Budget, time.Duration) {
+	var hook time.Duration
+	sleep := time.Duration(budget.CeilSeconds(s.Budget.Routing)) * time.Second
+	for _, c := range targets {
+		if c.c.Lifecycle == nil || c.c.Lifecycle.PreStop == nil {
+			if s.PreStop != PreStopNone {
+				hook = max(hook, sleep)
+			}
+			continue
+		}
+		hl := preStopLength(c.c.Lifecycle.PreStop)
+		if !hl.Known && r != nil {
+			r.warn(WarnHookUnknownLength, c.path.Child("lifecycle", "preStop"), hl.Desc,
+				"unknown length (at least %s); budget counts %s for it", formatHook(hl.D), budget.Format(max(s.Budget.Routing, hl.D)))
+		}
+		hook = max(hook, hl.D)
+	}
+	b := s.Budget
+	b.Routing = max(b.Routing, hook)
+	return b, hook
+}
+
+func overCap(t Target, f budget.Fit, s Settings) Finding {
+	return Finding{DenyBudgetOverCap, field.Invalid(t.SpecPath.Child("terminationGracePeriodSeconds"), f.Need,
+		fmt.Sprintf("the budget needs %ds (%s), over the cluster cap of %s (--max-grace-period, the cluster autoscaler's limit); lower %s",
+			f.Need, f.Budget.Arithmetic(), budget.Format(f.Cap), KeyFor(f.Budget.Largest())))}
+}
+
+// addProbes adds readiness and liveness probes from the annotations to
+// treated containers that have none; existing probes are never changed.
+func addProbes(targets []container, s Settings, p paths, r *Report) {
+	for _, pr := range []struct {
+		path, field string
+		key         string
+		reason      Reason
+		tuning      corev1.Probe
+		get         func(*corev1.Container) **corev1.Probe
+	}{
+		{s.ReadinessPath, "readinessProbe", AnnotationReadinessPath, ChangeReadiness, readinessTuning, func(c *corev1.Container) **corev1.Probe { return &c.ReadinessProbe }},
+		{s.LivenessPath, "livenessProbe", AnnotationLivenessPath, ChangeLiveness, livenessTuning, func(c *corev1.Container) **corev1.Probe { return &c.LivenessProbe }},
+	} {
+		if pr.path == "" {
+			continue
+		}
+		covered := false
+		for _, c := range targets {
+			slot := pr.get(c.c)
+			if *slot != nil {
+				covered = true
+				continue
+			}
+			port, ok := probePort(c.c, s.ProbePort)
+			if !ok {
+				continue
+			}
+			probe := pr.tuning
+			probe.ProbeHandler = corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: pr.path, Port: port, Scheme: corev1.URISchemeHTTP}}
+			*slot = &probe
+			covered = true
+			r.Changes = append(r.Changes, Change{
+				Reason:  pr.reason,
+				Path:    c.path.Child(pr.field),
+				Summary: "httpGet " + pr.path + " port " + port.String(),
+				Op:      add(c.pointer+"/"+pr.field, &probe),
+			})
+		}
+		if !covered {
+			want := "declares a port"
+			if s.ProbePort != nil {
+				want = "declares port " + strconv.Quote(s.ProbePort.String())
+			}
+			r.warn(WarnNoProbePort, p.pod.Key(pr.key), pr.path, "no probe added: no treated container %s; set %s", want, AnnotationProbePort)
+		}
+	}
+}
+
+// probePort is the port to probe on c: the annotation's number, its name if
+// c declares it, or c's first declared port.
+func probePort(c *corev1.Container, want *intstr.IntOrString) (intstr.IntOrString, bool) {
+	switch {
+	case want != nil && want.Type == intstr.Int:
+		return *want, true
+	case want != nil:
+		for _, p := range c.Ports {
+			if p.Name == want.StrVal {
+				return *want, true
+			}
+		}
+		return intstr.IntOrString{}, false
+	case len(c.Ports) > 0:
+		if c.Ports[0].Name != "" {
+			return intstr.FromString(c.Ports[0].Name), true
+		}
+		return intstr.FromInt32(c.Ports[0].ContainerPort), true
+	}
+	return intstr.IntOrString{}, false
+}
+
+// advise adds the warnings about the final containers.
+func advise(targets []container, r *Report) {
+	for _, c := range targets {
+		if isShellForm(c.c) {
+			f := "command"
+			if len(c.c.Command) == 0 {
+				f = "args"
+			}
+			r.warn(WarnShellForm, c.path.Child(f), strings.Join(append(append([]string{}, c.c.Command...), c.c.Args...), " "),
+				"shell form may not forward SIGTERM; use exec form or exec in the script")
+		}
+		if c.c.ReadinessProbe != nil && c.c.LivenessProbe != nil &&
+			equality.Semantic.DeepEqual(c.c.ReadinessProbe.ProbeHandler, c.c.LivenessProbe.ProbeHandler) {
+			r.warn(WarnLivenessIsReadiness, c.path.Child("livenessProbe"), "",
+				"same check as readinessProbe; draining would trigger restarts")
+		}
+		if len(c.c.Ports) > 0 && c.c.ReadinessProbe == nil {
+			r.warn(WarnNoReadiness, c.path.Child("readinessProbe"), "",
+				"serving container has none; set %s", AnnotationReadinessPath)
+		}
+	}
+}

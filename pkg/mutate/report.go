@@ -1,0 +1,254 @@
+package mutate
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/graceguard/graceguard/pkg/budget"
+)
+
+// Reason is a stable, bounded code for one decision. Reasons label metrics
+// and are listed in docs/annotations.md; never build one from user input.
+type Reason string
+
+// Why an object was not evaluated at all.
+const (
+	SkipNotOptedIn    Reason = "namespace-not-opted-in"
+	SkipExcluded      Reason = "namespace-excluded"
+	SkipMirrorPod     Reason = "mirror-pod"
+	SkipOptedOut      Reason = "pod-opted-out"
+	SkipNotApplicable Reason = "operation-not-applicable"
+)
+
+// What Mutate changed.
+const (
+	ChangePreStop   Reason = "prestop-added"
+	ChangeGrace     Reason = "grace-raised"
+	ChangeReadiness Reason = "readiness-probe-added"
+	ChangeLiveness  Reason = "liveness-probe-added"
+	ChangeBudget    Reason = "budget-recorded"
+)
+
+// Advice that does not block admission.
+const (
+	WarnShellForm           Reason = "shell-form-command"
+	WarnLivenessIsReadiness Reason = "liveness-equals-readiness"
+	WarnNoReadiness         Reason = "no-readiness-probe"
+	WarnHookUnknownLength   Reason = "prestop-unknown-length"
+	WarnNoProbePort         Reason = "no-probe-port"
+	WarnWouldChange         Reason = "would-change"
+)
+
+// Why an object is denied (or, in warn mode, would be).
+const (
+	DenyHookExceedsGrace   Reason = "prestop-exceeds-grace"
+	DenyBudgetExceedsGrace Reason = "budget-exceeds-grace"
+	DenyBudgetOverCap      Reason = "budget-over-cap"
+	DenyInvalidAnnotation  Reason = "invalid-annotation"
+	DenyInvalidNamespace   Reason = "invalid-namespace-setting"
+)
+
+// AllReasons lists every reason, for docs and for bounding metric labels.
+var AllReasons = []Reason{
+	SkipNotOptedIn, SkipExcluded, SkipMirrorPod, SkipOptedOut, SkipNotApplicable,
+	ChangePreStop, ChangeGrace, ChangeReadiness, ChangeLiveness, ChangeBudget,
+	WarnShellForm, WarnLivenessIsReadiness, WarnNoReadiness, WarnHookUnknownLength, WarnNoProbePort, WarnWouldChange,
+	DenyHookExceedsGrace, DenyBudgetExceedsGrace, DenyBudgetOverCap, DenyInvalidAnnotation, DenyInvalidNamespace,
+}
+
+// Change is one addition Mutate made.
+type Change struct {
+	Reason Reason
+	// Path is the field changed, as people read it
+	// (spec.containers[0].lifecycle.preStop).
+	Path *field.Path
+	// Summary says what was written ("sleep 5s", "30 -> 45").
+	Summary string
+	// Op is the JSON patch operation that makes this change on the raw object.
+	Op Operation
+}
+
+func (c Change) String() string { return c.Path.String() + ": " + c.Summary }
+
+// Finding is a warning or a violation, carrying its field path and value.
+type Finding struct {
+	Reason Reason
+	Err    *field.Error
+}
+
+// Message renders the finding as "path: message" in at most MaxWarningLength
+// characters, the form admission warnings use.
+func (f Finding) Message() string {
+	return shorten(f.Err.Field + ": " + f.Err.Detail)
+}
+
+// MaxWarningLength bounds each warning: the apiserver truncates at 256 and
+// kubectl output stays readable at 120.
+const MaxWarningLength = 120
+
+func shorten(s string) string {
+	if len(s) <= MaxWarningLength {
+		return s
+	}
+	cut := MaxWarningLength - 3
+	for cut > 0 && !utf8Start(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+
+// Stage says which webhook a report is for: mutation never denies and
+// only validation does.
+type Stage string
+
+const (
+	StageMutate   Stage = "mutate"
+	StageValidate Stage = "validate"
+)
+
+// Report is the whole decision for one Pod or Pod template.
+type Report struct {
+	Stage Stage
+	// Kind, Namespace and Name identify the object ("Deployment", "shop", "web").
+	Kind, Namespace, Name string
+	Mode                  Mode
+	// Skip is set when the object was left alone entirely; then the rest is empty.
+	Skip Reason
+	// OptedOut is set when the Pod opted out of mutation and the budget
+	// check; its hooks are still checked against its grace.
+	OptedOut bool
+	// Applied reports whether Changes were made to the object (enforce mode)
+	// or only described (warn mode).
+	Applied bool
+	// Budget is the effective budget; its Routing term is the longest of the
+	// routing delay and the preStop hooks of the treated containers.
+	Budget budget.Budget
+	// Hook is the longest preStop hook of the treated containers.
+	Hook time.Duration
+	// GraceBefore and Grace are the grace period as received and as left.
+	GraceBefore, Grace int64
+	Changes            []Change
+	Warnings           []Finding
+	Violations         []Finding
+}
+
+// Denied reports whether admission must be refused.
+func (r *Report) Denied() bool {
+	return r.Stage == StageValidate && r.Mode != ModeWarn && len(r.Violations) > 0
+}
+
+// Patch is the JSON patch that applies the report's changes, or nil when
+// nothing was applied.
+func (r *Report) Patch() []Operation {
+	if !r.Applied || len(r.Changes) == 0 {
+		return nil
+	}
+	ops := make([]Operation, len(r.Changes))
+	for i, c := range r.Changes {
+		ops[i] = c.Op
+	}
+	return ops
+}
+
+// AdmissionWarnings is what the API server shows the client: advice, plus,
+// in warn mode, what enforce mode would have changed or denied.
+func (r *Report) AdmissionWarnings() []string {
+	var out []string
+	for _, f := range r.Warnings {
+		out = append(out, f.Message())
+	}
+	if r.Mode != ModeWarn {
+		return out
+	}
+	switch r.Stage {
+	case StageMutate:
+		for _, c := range r.Changes {
+			if c.Reason != ChangeBudget {
+				out = append(out, shorten("enforce would set "+c.String()))
+			}
+		}
+	case StageValidate:
+		for _, v := range r.Violations {
+			out = append(out, shorten("enforce would deny: "+v.Message()))
+		}
+	}
+	return out
+}
+
+// Err is the error to deny with: a 422 Invalid status carrying every
+// violation with its field path, or nil when admission is allowed.
+func (r *Report) Err() error {
+	if !r.Denied() {
+		return nil
+	}
+	errs := make(field.ErrorList, len(r.Violations))
+	for i, v := range r.Violations {
+		errs[i] = v.Err
+	}
+	gk := schema.GroupKind{Kind: r.Kind}
+	switch r.Kind {
+	case "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet":
+		gk.Group = "apps"
+	case "Job", "CronJob":
+		gk.Group = "batch"
+	}
+	name := r.Name
+	if name == "" {
+		name = "(generated)"
+	}
+	return apierrors.NewInvalid(gk, name, errs)
+}
+
+// Reason is the single most relevant reason code: the first violation, else
+// the skip reason, else the first change, for metrics labels.
+func (r *Report) Reason() Reason {
+	switch {
+	case len(r.Violations) > 0:
+		return r.Violations[0].Reason
+	case r.Skip != "":
+		return r.Skip
+	case r.OptedOut:
+		return SkipOptedOut
+	case len(r.Changes) > 0:
+		return r.Changes[0].Reason
+	case len(r.Warnings) > 0:
+		return r.Warnings[0].Reason
+	}
+	return "ok"
+}
+
+func (r *Report) warn(reason Reason, path *field.Path, value any, format string, args ...any) {
+	r.Warnings = append(r.Warnings, Finding{Reason: reason, Err: field.Invalid(path, value, fmt.Sprintf(format, args...))})
+}
+
+func (r *Report) deny(reason Reason, err *field.Error) {
+	r.Violations = append(r.Violations, Finding{Reason: reason, Err: err})
+}
+
+// ObjectRef is "Kind namespace/name" for people.
+func (r *Report) ObjectRef() string {
+	name := r.Name
+	if name == "" {
+		name = "(generated name)"
+	}
+	if r.Namespace == "" {
+		return r.Kind + " " + name
+	}
+	return r.Kind + " " + r.Namespace + "/" + name
+}
+
+// joinQuoted renders names as `"a", "b"` for messages.
+func joinQuoted(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	return strings.Join(q, ", ")
+}

@@ -1,0 +1,344 @@
+package mutate
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/graceguard/graceguard/pkg/budget"
+)
+
+// Mode is how graceguard acts in a namespace.
+type Mode string
+
+const (
+	// ModeEnforce mutates Pods and denies violations.
+	ModeEnforce Mode = "enforce"
+	// ModeWarn changes nothing and denies nothing; it returns warnings
+	// saying what enforce would have changed or denied.
+	ModeWarn Mode = "warn"
+)
+
+// Modes lists the accepted modes.
+var Modes = []Mode{ModeEnforce, ModeWarn}
+
+// ParseMode accepts "enforce" or "warn".
+func ParseMode(s string) (Mode, error) {
+	m := Mode(s)
+	if !slices.Contains(Modes, m) {
+		return "", fmt.Errorf("unsupported mode %q: want %q or %q", s, ModeEnforce, ModeWarn)
+	}
+	return m, nil
+}
+
+// PreStopHandler is how graceguard writes the preStop delay.
+type PreStopHandler string
+
+const (
+	// PreStopSleep uses the native sleep action (GA in Kubernetes 1.34).
+	PreStopSleep PreStopHandler = "sleep"
+	// PreStopExec runs ["sleep", "N"]; the image needs a sleep binary.
+	PreStopExec PreStopHandler = "exec"
+	// PreStopNone adds no hook; the budget still applies and the app must
+	// keep serving for the routing delay after SIGTERM itself.
+	PreStopNone PreStopHandler = "none"
+)
+
+// PreStopHandlers lists the accepted handlers.
+var PreStopHandlers = []PreStopHandler{PreStopSleep, PreStopExec, PreStopNone}
+
+// ParsePreStopHandler accepts "sleep", "exec" or "none".
+func ParsePreStopHandler(s string) (PreStopHandler, error) {
+	h := PreStopHandler(s)
+	if !slices.Contains(PreStopHandlers, h) {
+		return "", fmt.Errorf("unsupported preStop handler %q: want %q, %q or %q", s, PreStopSleep, PreStopExec, PreStopNone)
+	}
+	return h, nil
+}
+
+// Options are the cluster-wide defaults (the webhook's and the plugin's flags).
+type Options struct {
+	// Defaults are the budget terms for Pods and Namespaces that set none.
+	Defaults budget.Budget
+	// PreStop is the default hook handler.
+	PreStop PreStopHandler
+	// MaxGrace caps the grace period a budget may ask for.
+	MaxGrace time.Duration
+	// Mode applies to opted-in namespaces without a mode label.
+	Mode Mode
+	// ExcludedNamespaces are never touched, whatever their labels say
+	// (kube-system, graceguard's own namespace).
+	ExcludedNamespaces []string
+}
+
+// DefaultOptions are the documented defaults: the budget sums to 30s, the
+// Kubernetes default grace period, and the cap is the cluster autoscaler's.
+func DefaultOptions() Options {
+	return Options{
+		Defaults: budget.Budget{
+			Routing: 5 * time.Second,
+			Work:    20 * time.Second,
+			Cleanup: 2 * time.Second,
+			Margin:  3 * time.Second,
+		},
+		PreStop:            PreStopSleep,
+		MaxGrace:           10 * time.Minute,
+		Mode:               ModeEnforce,
+		ExcludedNamespaces: []string{"kube-system"},
+	}
+}
+
+// Validate checks the options, naming the flag at fault.
+func (o Options) Validate() error {
+	var errs []string
+	for _, t := range budget.Terms {
+		if d := o.Defaults.Get(t); d < 0 || d > budget.MaxTerm {
+			errs = append(errs, fmt.Sprintf("--default-%s=%s: must be between 0 and 1h", flagTerm(t), budget.Format(d)))
+		}
+	}
+	if _, err := ParsePreStopHandler(string(o.PreStop)); err != nil {
+		errs = append(errs, "--prestop-handler: "+err.Error())
+	}
+	if _, err := ParseMode(string(o.Mode)); err != nil {
+		errs = append(errs, "--default-mode: "+err.Error())
+	}
+	if o.MaxGrace < time.Second {
+		errs = append(errs, fmt.Sprintf("--max-grace-period=%s: must be at least 1s", budget.Format(o.MaxGrace)))
+	}
+	if o.MaxGrace >= time.Second && o.Defaults.Grace() > budget.CeilSeconds(o.MaxGrace) {
+		errs = append(errs, fmt.Sprintf("--max-grace-period=%s: the default budget alone needs %ds (%s)",
+			budget.Format(o.MaxGrace), o.Defaults.Grace(), o.Defaults.Arithmetic()))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid options: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func flagTerm(t budget.Term) string {
+	switch t {
+	case budget.Routing:
+		return "routing-delay"
+	case budget.Work:
+		return "max-work"
+	case budget.Margin:
+		return "safety-margin"
+	}
+	return string(t)
+}
+
+// termKeys maps budget terms to their annotation keys.
+var termKeys = [...]struct {
+	term budget.Term
+	key  string
+}{
+	{budget.Routing, AnnotationRoutingDelay},
+	{budget.Work, AnnotationMaxWork},
+	{budget.Cleanup, AnnotationCleanup},
+	{budget.Margin, AnnotationSafetyMargin},
+}
+
+// KeyFor returns the annotation key that sets a budget term.
+func KeyFor(t budget.Term) string {
+	for _, tk := range termKeys {
+		if tk.term == t {
+			return tk.key
+		}
+	}
+	return ""
+}
+
+// Namespace is what graceguard reads from a Pod's namespace.
+type Namespace struct {
+	Name        string
+	Labels      map[string]string
+	Annotations map[string]string
+}
+
+// Source says where a setting came from.
+type Source string
+
+const (
+	FromCluster   Source = "cluster default"
+	FromNamespace Source = "namespace"
+	FromPod       Source = "pod"
+)
+
+// Settings are the resolved per-Pod settings: Pod annotations over
+// namespace annotations over cluster options.
+type Settings struct {
+	Mode    Mode
+	OptOut  bool
+	Budget  budget.Budget
+	Sources map[budget.Term]Source
+	PreStop PreStopHandler
+	// Containers names the containers to treat; nil means every regular
+	// container.
+	Containers    []string
+	ReadinessPath string
+	LivenessPath  string
+	// ProbePort is nil when the first declared port is to be used.
+	ProbePort *intstr.IntOrString
+	maxGrace  time.Duration
+}
+
+// paths locate where settings are read from, for error messages.
+type paths struct {
+	pod *field.Path // the Pod's (or template's) metadata.annotations
+	ns  *field.Path // the namespace's metadata.annotations
+	nsL *field.Path // the namespace's metadata.labels
+}
+
+func newPaths(metaPath *field.Path, ns string) paths {
+	nsRoot := field.NewPath("Namespace").Key(ns).Child("metadata")
+	return paths{
+		pod: metaPath.Child("annotations"),
+		ns:  nsRoot.Child("annotations"),
+		nsL: nsRoot.Child("labels"),
+	}
+}
+
+// resolve reads the settings. Every value that does not parse is an error
+// naming the key, the value and the accepted forms; nothing is ignored.
+func resolve(podAnn map[string]string, ns Namespace, opts Options, p paths) (Settings, []Finding) {
+	var bad []Finding
+	s := Settings{
+		Mode:     opts.Mode,
+		Budget:   opts.Defaults,
+		PreStop:  opts.PreStop,
+		Sources:  map[budget.Term]Source{},
+		maxGrace: opts.MaxGrace,
+	}
+	if s.Mode == "" {
+		s.Mode = ModeEnforce
+	}
+	if v, ok := ns.Labels[LabelMode]; ok {
+		m, err := ParseMode(v)
+		if err != nil {
+			bad = append(bad, Finding{DenyInvalidNamespace, field.NotSupported(p.nsL.Key(LabelMode), v, []string{string(ModeEnforce), string(ModeWarn)})})
+		} else {
+			s.Mode = m
+		}
+	}
+	if v, ok := podAnn[AnnotationInject]; ok {
+		switch v {
+		case "false":
+			s.OptOut = true
+		case "true":
+		default:
+			bad = append(bad, Finding{DenyInvalidAnnotation, field.NotSupported(p.pod.Key(AnnotationInject), v, []string{"true", "false"})})
+		}
+	}
+
+	// Budget terms: pod over namespace over cluster.
+	for _, tk := range termKeys {
+		s.Sources[tk.term] = FromCluster
+		for _, layer := range []struct {
+			ann  map[string]string
+			path *field.Path
+			src  Source
+			dr   Reason
+		}{{ns.Annotations, p.ns, FromNamespace, DenyInvalidNamespace}, {podAnn, p.pod, FromPod, DenyInvalidAnnotation}} {
+			v, ok := layer.ann[tk.key]
+			if !ok {
+				continue
+			}
+			d, err := budget.ParseDuration(v)
+			if err != nil {
+				bad = append(bad, Finding{layer.dr, field.Invalid(layer.path.Key(tk.key), v, "must be "+budget.AcceptedForms)})
+				continue
+			}
+			s.Budget = s.Budget.Set(tk.term, d)
+			s.Sources[tk.term] = layer.src
+		}
+	}
+
+	str := func(key string) (string, *field.Path, Reason, bool) {
+		if v, ok := podAnn[key]; ok {
+			return v, p.pod.Key(key), DenyInvalidAnnotation, true
+		}
+		if v, ok := ns.Annotations[key]; ok {
+			return v, p.ns.Key(key), DenyInvalidNamespace, true
+		}
+		return "", nil, "", false
+	}
+	if v, path, r, ok := str(AnnotationPreStop); ok {
+		h, err := ParsePreStopHandler(v)
+		if err != nil {
+			bad = append(bad, Finding{r, field.NotSupported(path, v, []string{string(PreStopSleep), string(PreStopExec), string(PreStopNone)})})
+		} else {
+			s.PreStop = h
+		}
+	}
+	for _, probe := range []struct {
+		key string
+		dst *string
+	}{{AnnotationReadinessPath, &s.ReadinessPath}, {AnnotationLivenessPath, &s.LivenessPath}} {
+		v, path, r, ok := str(probe.key)
+		if !ok {
+			continue
+		}
+		if !strings.HasPrefix(v, "/") || strings.ContainsAny(v, " \t\r\n") {
+			bad = append(bad, Finding{r, field.Invalid(path, v, "must be an HTTP path starting with / and without spaces, e.g. /readyz")})
+			continue
+		}
+		*probe.dst = v
+	}
+	if v, path, r, ok := str(AnnotationProbePort); ok {
+		port, err := parsePort(v)
+		if err != nil {
+			bad = append(bad, Finding{r, field.Invalid(path, v, err.Error())})
+		} else {
+			s.ProbePort = &port
+		}
+	}
+	if v, ok := podAnn[AnnotationContainers]; ok {
+		names, err := parseNames(v)
+		if err != nil {
+			bad = append(bad, Finding{DenyInvalidAnnotation, field.Invalid(p.pod.Key(AnnotationContainers), v, err.Error())})
+		} else {
+			s.Containers = names
+		}
+	}
+	return s, bad
+}
+
+func parsePort(v string) (intstr.IntOrString, error) {
+	const accepted = "must be a port number 1-65535 or a declared port name (IANA_SVC_NAME, e.g. http)"
+	if n, err := strconv.Atoi(v); err == nil {
+		if n < 1 || n > 65535 {
+			return intstr.IntOrString{}, fmt.Errorf("%s", accepted)
+		}
+		return intstr.FromInt32(int32(n)), nil
+	}
+	if errs := validation.IsValidPortName(v); len(errs) > 0 {
+		return intstr.IntOrString{}, fmt.Errorf("%s", accepted)
+	}
+	return intstr.FromString(v), nil
+}
+
+func parseNames(v string) ([]string, error) {
+	var names []string
+	for _, n := range strings.Split(v, ",") {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			continue
+		}
+		if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
+			return nil, fmt.Errorf("container name %q is not valid: want a comma-separated list of container names, e.g. app,proxy", n)
+		}
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("names no container: want a comma-separated list of container names, e.g. app,proxy")
+	}
+	return names, nil
+}

@@ -1,0 +1,145 @@
+package mutate
+
+import (
+	"fmt"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Target is a Pod, or the Pod template of a workload, seen the same way:
+// the metadata whose annotations configure it and the spec to treat, with
+// where both live in the object (for error paths and patches).
+type Target struct {
+	Kind, Namespace, Name string
+	Meta                  *metav1.ObjectMeta
+	Spec                  *corev1.PodSpec
+	// MetaPath and SpecPath are the field paths of Meta and Spec in the object.
+	MetaPath, SpecPath *field.Path
+	// Pointer is the JSON pointer of the object holding metadata and spec:
+	// "" for a Pod, "/spec/template" for a Deployment.
+	Pointer string
+	// Template is true for a workload's Pod template: the apiserver
+	// never shows graceguard the Pods, so they are checked as they will be.
+	Template bool
+}
+
+// ForPod targets a Pod.
+func ForPod(pod *corev1.Pod) Target {
+	name := pod.Name
+	if name == "" && pod.GenerateName != "" {
+		name = pod.GenerateName + "*"
+	}
+	return Target{
+		Kind: "Pod", Namespace: pod.Namespace, Name: name,
+		Meta: &pod.ObjectMeta, Spec: &pod.Spec,
+		MetaPath: field.NewPath("metadata"), SpecPath: field.NewPath("spec"),
+	}
+}
+
+// WorkloadKinds are the kinds whose Pod templates graceguard validates.
+var WorkloadKinds = []string{"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob"}
+
+// ForWorkload targets the Pod template of a Deployment, StatefulSet,
+// DaemonSet, ReplicaSet, Job or CronJob.
+func ForWorkload(obj runtime.Object) (Target, error) {
+	var (
+		meta *metav1.ObjectMeta
+		tpl  *corev1.PodTemplateSpec
+		kind string
+		root = field.NewPath("spec", "template")
+		ptr  = "/spec/template"
+	)
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		meta, tpl, kind = &o.ObjectMeta, &o.Spec.Template, "Deployment"
+	case *appsv1.StatefulSet:
+		meta, tpl, kind = &o.ObjectMeta, &o.Spec.Template, "StatefulSet"
+	case *appsv1.DaemonSet:
+		meta, tpl, kind = &o.ObjectMeta, &o.Spec.Template, "DaemonSet"
+	case *appsv1.ReplicaSet:
+		meta, tpl, kind = &o.ObjectMeta, &o.Spec.Template, "ReplicaSet"
+	case *batchv1.Job:
+		meta, tpl, kind = &o.ObjectMeta, &o.Spec.Template, "Job"
+	case *batchv1.CronJob:
+		meta, tpl, kind = &o.ObjectMeta, &o.Spec.JobTemplate.Spec.Template, "CronJob"
+		root = field.NewPath("spec", "jobTemplate", "spec", "template")
+		ptr = "/spec/jobTemplate/spec/template"
+	default:
+		return Target{}, fmt.Errorf("unsupported kind %T: want one of %v", obj, WorkloadKinds)
+	}
+	return Target{
+		Kind: kind, Namespace: meta.Namespace, Name: meta.Name,
+		Meta: &tpl.ObjectMeta, Spec: &tpl.Spec,
+		MetaPath: root.Child("metadata"), SpecPath: root.Child("spec"),
+		Pointer: ptr, Template: true,
+	}, nil
+}
+
+// NewWorkload returns an empty object of a workload kind, for decoding.
+func NewWorkload(kind string) (runtime.Object, error) {
+	switch kind {
+	case "Deployment":
+		return &appsv1.Deployment{}, nil
+	case "StatefulSet":
+		return &appsv1.StatefulSet{}, nil
+	case "DaemonSet":
+		return &appsv1.DaemonSet{}, nil
+	case "ReplicaSet":
+		return &appsv1.ReplicaSet{}, nil
+	case "Job":
+		return &batchv1.Job{}, nil
+	case "CronJob":
+		return &batchv1.CronJob{}, nil
+	}
+	return nil, fmt.Errorf("unsupported kind %q: want Pod or one of %v", kind, WorkloadKinds)
+}
+
+// container is one container graceguard may treat, with its place in the spec.
+type container struct {
+	c       *corev1.Container
+	path    *field.Path
+	pointer string
+	sidecar bool // a native sidecar: an init container with restartPolicy Always
+}
+
+func (t Target) specPointer() string { return t.Pointer + "/spec" }
+func (t Target) metaPointer() string { return t.Pointer + "/metadata" }
+
+// containers lists regular containers and native sidecars, in order.
+func (t Target) containers() []container {
+	out := make([]container, 0, len(t.Spec.Containers)+len(t.Spec.InitContainers))
+	for i := range t.Spec.InitContainers {
+		c := &t.Spec.InitContainers[i]
+		if isSidecar(c) {
+			out = append(out, container{c, t.SpecPath.Child("initContainers").Index(i), t.specPointer() + "/initContainers/" + strconv.Itoa(i), true})
+		}
+	}
+	for i := range t.Spec.Containers {
+		out = append(out, container{&t.Spec.Containers[i], t.SpecPath.Child("containers").Index(i), t.specPointer() + "/containers/" + strconv.Itoa(i), false})
+	}
+	return out
+}
+
+func isSidecar(c *corev1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+}
+
+func (t Target) grace() int64 {
+	if t.Spec.TerminationGracePeriodSeconds == nil {
+		return defaultGracePeriodSecond
+	}
+	return *t.Spec.TerminationGracePeriodSeconds
+}
+
+// deepCopy returns a target over copies of the metadata and spec.
+func (t Target) deepCopy() Target {
+	t.Meta = t.Meta.DeepCopy()
+	t.Spec = t.Spec.DeepCopy()
+	return t
+}

@@ -1,0 +1,106 @@
+package mutate
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/graceguard/graceguard/pkg/budget"
+)
+
+// Validate decides whether the target may be admitted as it is.
+//
+// A Pod is checked as received: in enforce mode the mutating webhook has
+// already run. A workload's Pod template, and a Pod in warn mode, are
+// checked as the Pod would be after mutation, so the report says what
+// enforce mode would deny; the target itself is never changed.
+//
+// Every container's preStop hook must be shorter than the grace it runs
+// within, even in Pods that opted out. Unless opted out, the budget must
+// fit the grace period and the cap, and every graceguard annotation must
+// parse.
+func Validate(t Target, ns Namespace, opts Options) *Report {
+	r := newReport(t, StageValidate)
+	if r.Skip = skip(t, ns, opts); r.Skip != "" {
+		return r
+	}
+	p := newPaths(t.MetaPath, ns.Name)
+	s, bad := resolve(t.Meta.Annotations, ns, opts, p)
+	r.Mode = s.Mode
+	if s.OptOut {
+		r.OptedOut = true
+		checkHooks(t, r)
+		return r
+	}
+	if len(bad) > 0 {
+		r.Violations = bad
+		return r
+	}
+	if t.Template || s.Mode == ModeWarn {
+		sim := t.deepCopy()
+		m := &Report{Grace: r.Grace}
+		mutate(sim, s, p, nil, m)
+		r.Changes = m.Changes
+		if t.Template {
+			r.Warnings = m.Warnings
+		}
+		if len(m.Violations) > 0 {
+			r.Violations = m.Violations
+			return r
+		}
+		t = sim
+		r.Grace = t.grace()
+	}
+	checkHooks(t, r)
+	targets, tbad := selectTargets(t, s, p)
+	if len(tbad) > 0 {
+		r.Violations = append(r.Violations, tbad...)
+		return r
+	}
+	r.Budget, r.Hook = effectiveBudget(s, targets, nil)
+	f := budget.Check(r.Budget, r.Grace, s.maxGrace)
+	switch {
+	case f.OverCap():
+		r.Violations = append(r.Violations, overCap(t, f, s))
+	case !f.Fits():
+		r.deny(DenyBudgetExceedsGrace, field.Invalid(t.SpecPath.Child("terminationGracePeriodSeconds"), r.Grace,
+			fmt.Sprintf("must be at least %d (%s); raise it or lower %s", f.Need, f.Budget.Arithmetic(), KeyFor(f.Budget.Largest()))))
+	}
+	return r
+}
+
+// checkHooks denies preStop hooks that cannot finish within the grace they
+// run in: the Pod's, or a liveness/startup probe's own grace when that
+// probe kills the container.
+func checkHooks(t Target, r *Report) {
+	grace := t.grace()
+	for _, c := range t.containers() {
+		if c.c.Lifecycle == nil || c.c.Lifecycle.PreStop == nil {
+			continue
+		}
+		hl := preStopLength(c.c.Lifecycle.PreStop)
+		if hl.D == 0 {
+			continue
+		}
+		if hl.D >= secs(grace) {
+			r.deny(DenyHookExceedsGrace, field.Invalid(c.path.Child("lifecycle", "preStop"), hl.Desc,
+				fmt.Sprintf("must be shorter than terminationGracePeriodSeconds (%ds): the hook runs inside it and is killed at %ds (exit 137); shorten the hook or raise terminationGracePeriodSeconds",
+					grace, grace)))
+		}
+		for _, pr := range []struct {
+			name  string
+			probe *corev1.Probe
+		}{{"livenessProbe", c.c.LivenessProbe}, {"startupProbe", c.c.StartupProbe}} {
+			if pr.probe == nil || pr.probe.TerminationGracePeriodSeconds == nil {
+				continue
+			}
+			pg := *pr.probe.TerminationGracePeriodSeconds
+			if hl.D >= secs(pg) {
+				r.deny(DenyHookExceedsGrace, field.Invalid(c.path.Child(pr.name, "terminationGracePeriodSeconds"), pg,
+					fmt.Sprintf("must be longer than the preStop hook (%s): a %s kill gives the container only this long, hook included",
+						formatHook(hl.D), pr.name)))
+			}
+		}
+	}
+}
