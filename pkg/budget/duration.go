@@ -31,8 +31,12 @@ type ParseError struct {
 }
 
 func (e *ParseError) Error() string {
-	return fmt.Sprintf("%q is %s: want %s", e.Value, e.reason(), AcceptedForms)
+	return fmt.Sprintf("%q is %s", e.Value, e.Problem())
 }
+
+// Problem says what is wrong and what is accepted, without the value:
+// "longer than 1h; want a Go duration (...)".
+func (e *ParseError) Problem() string { return e.reason() + "; want " + AcceptedForms }
 
 func (e *ParseError) reason() string {
 	switch {

@@ -2,6 +2,7 @@ package mutate
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -75,9 +77,13 @@ func mutate(t Target, s Settings, p paths, bad []Finding, r *Report) {
 		return
 	}
 	r.Budget, r.Hook = effectiveBudget(s, targets, r)
+	r.Sources = maps.Clone(s.Sources)
+	if r.Budget.Routing > s.Budget.Routing {
+		r.Sources[budget.Routing] = FromHook
+	}
 	need := r.Budget.Grace()
 	if f := budget.Check(r.Budget, r.Grace, s.maxGrace); f.OverCap() {
-		r.Violations = append(r.Violations, overCap(t, f, s))
+		r.Violations = append(r.Violations, overCap(t, f))
 		return
 	}
 
@@ -116,10 +122,15 @@ func mutate(t Target, s Settings, p paths, bad []Finding, r *Report) {
 	note := r.Budget.Annotation(r.Grace)
 	if t.Meta.Annotations[AnnotationBudget] != note {
 		ch := Change{Reason: ChangeBudget, Path: t.MetaPath.Child("annotations").Key(AnnotationBudget), Summary: note}
-		if t.Meta.Annotations == nil {
+		switch {
+		case t.Template && equality.Semantic.DeepEqual(*t.Meta, metav1.ObjectMeta{}):
+			// A template may have no metadata at all.
+			t.Meta.Annotations = map[string]string{}
+			ch.Op = add(t.metaPointer(), map[string]any{"annotations": map[string]string{AnnotationBudget: note}})
+		case t.Meta.Annotations == nil:
 			t.Meta.Annotations = map[string]string{}
 			ch.Op = add(t.metaPointer()+"/annotations", map[string]string{AnnotationBudget: note})
-		} else {
+		default:
 			ch.Op = add(t.metaPointer()+"/annotations/"+escape(AnnotationBudget), note)
 		}
 		t.Meta.Annotations[AnnotationBudget] = note
@@ -196,8 +207,12 @@ func effectiveBudget(s Settings, targets []container, r *Report) (budget.Budget,
 		}
 		hl := preStopLength(c.c.Lifecycle.PreStop)
 		if !hl.Known && r != nil {
+			least := ""
+			if hl.D > 0 {
+				least = " (at least " + formatHook(hl.D) + ")"
+			}
 			r.warn(WarnHookUnknownLength, c.path.Child("lifecycle", "preStop"), hl.Desc,
-				"unknown length (at least %s); budget counts %s for it", formatHook(hl.D), budget.Format(max(s.Budget.Routing, hl.D)))
+				"unknown length%s; budget counts %s for it", least, budget.Format(max(s.Budget.Routing, hl.D)))
 		}
 		hook = max(hook, hl.D)
 	}
@@ -206,7 +221,11 @@ func effectiveBudget(s Settings, targets []container, r *Report) (budget.Budget,
 	return b, hook
 }
 
-func overCap(t Target, f budget.Fit, s Settings) Finding {
+func overCap(t Target, f budget.Fit) Finding {
+	if f.Budget.Routing == infinite {
+		return Finding{DenyBudgetOverCap, field.Invalid(t.SpecPath.Child("terminationGracePeriodSeconds"), "infinity",
+			"a preStop hook that never ends fits no grace period; make it finish")}
+	}
 	return Finding{DenyBudgetOverCap, field.Invalid(t.SpecPath.Child("terminationGracePeriodSeconds"), f.Need,
 		fmt.Sprintf("the budget needs %ds (%s), over the cluster cap of %s (--max-grace-period, the cluster autoscaler's limit); lower %s",
 			f.Need, f.Budget.Arithmetic(), budget.Format(f.Cap), KeyFor(f.Budget.Largest())))}
@@ -251,11 +270,11 @@ func addProbes(targets []container, s Settings, p paths, r *Report) {
 			})
 		}
 		if !covered {
-			want := "declares a port"
+			why := "no port to probe; set " + AnnotationProbePort
 			if s.ProbePort != nil {
-				want = "declares port " + strconv.Quote(s.ProbePort.String())
+				why = "no container declares port " + strconv.Quote(s.ProbePort.String())
 			}
-			r.warn(WarnNoProbePort, p.pod.Key(pr.key), pr.path, "no probe added: no treated container %s; set %s", want, AnnotationProbePort)
+			r.warn(WarnNoProbePort, p.pod.Key(pr.key), pr.path, "%s; no probe added", why)
 		}
 	}
 }

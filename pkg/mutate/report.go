@@ -91,11 +91,17 @@ func (f Finding) Message() string {
 // kubectl output stays readable at 120.
 const MaxWarningLength = 120
 
-func shorten(s string) string {
-	if len(s) <= MaxWarningLength {
+// MaxDenialWarningLength bounds a warn-mode "enforce would deny" warning: it
+// carries the whole denial, up to what the API server keeps of a warning.
+const MaxDenialWarningLength = 256
+
+func shorten(s string) string { return shortenTo(s, MaxWarningLength) }
+
+func shortenTo(s string, n int) string {
+	if len(s) <= n {
 		return s
 	}
-	cut := MaxWarningLength - 3
+	cut := n - 3
 	for cut > 0 && !utf8Start(s[cut]) {
 		cut--
 	}
@@ -130,6 +136,10 @@ type Report struct {
 	// Budget is the effective budget; its Routing term is the longest of the
 	// routing delay and the preStop hooks of the treated containers.
 	Budget budget.Budget
+	// Sources says where each Budget term came from (empty when Budget
+	// was not computed). The routing term is FromHook when a preStop hook
+	// longer than the routing delay set it.
+	Sources map[budget.Term]Source
 	// Hook is the longest preStop hook of the treated containers.
 	Hook time.Duration
 	// GraceBefore and Grace are the grace period as received and as left.
@@ -175,8 +185,10 @@ func (r *Report) AdmissionWarnings() []string {
 			}
 		}
 	case StageValidate:
+		// The whole denial, value included: a person must be able to fix
+		// it from the warning alone. The API server keeps up to 256.
 		for _, v := range r.Violations {
-			out = append(out, shorten("enforce would deny: "+v.Message()))
+			out = append(out, shortenTo("enforce would deny: "+v.Err.Error(), MaxDenialWarningLength))
 		}
 	}
 	return out

@@ -168,6 +168,9 @@ const (
 	FromCluster   Source = "cluster default"
 	FromNamespace Source = "namespace"
 	FromPod       Source = "pod"
+	// FromHook marks a routing term set by a preStop hook longer than the
+	// routing delay: the kubelet sends SIGTERM only after the hook.
+	FromHook Source = "preStop hook"
 )
 
 // Settings are the resolved per-Pod settings: Pod annotations over
@@ -251,7 +254,11 @@ func resolve(podAnn map[string]string, ns Namespace, opts Options, p paths) (Set
 			}
 			d, err := budget.ParseDuration(v)
 			if err != nil {
-				bad = append(bad, Finding{layer.dr, field.Invalid(layer.path.Key(tk.key), v, "must be "+budget.AcceptedForms)})
+				detail := "want " + budget.AcceptedForms
+				if pe, ok := err.(*budget.ParseError); ok {
+					detail = pe.Problem()
+				}
+				bad = append(bad, Finding{layer.dr, field.Invalid(layer.path.Key(tk.key), v, detail)})
 				continue
 			}
 			s.Budget = s.Budget.Set(tk.term, d)

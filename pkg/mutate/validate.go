@@ -62,7 +62,7 @@ func Validate(t Target, ns Namespace, opts Options) *Report {
 	f := budget.Check(r.Budget, r.Grace, s.maxGrace)
 	switch {
 	case f.OverCap():
-		r.Violations = append(r.Violations, overCap(t, f, s))
+		r.Violations = append(r.Violations, overCap(t, f))
 	case !f.Fits():
 		r.deny(DenyBudgetExceedsGrace, field.Invalid(t.SpecPath.Child("terminationGracePeriodSeconds"), r.Grace,
 			fmt.Sprintf("must be at least %d (%s); raise it or lower %s", f.Need, f.Budget.Arithmetic(), KeyFor(f.Budget.Largest()))))
