@@ -145,12 +145,20 @@ func TestTimeline(t *testing.T) {
 			t.Fatalf("timeline = %+v slack %v", tl, tl.Slack())
 		}
 	})
-	t.Run("events are in time order", func(t *testing.T) {
-		ev := NewTimeline(def, 5*time.Second, 30).Events()
-		for i := 1; i < len(ev); i++ {
-			if ev[i].At < ev[i-1].At {
-				t.Fatalf("events out of order: %+v", ev)
+	t.Run("events are in time order, also when SIGKILL comes first", func(t *testing.T) {
+		for _, grace := range []int64{30, 10} {
+			ev := NewTimeline(def, 5*time.Second, grace).Events()
+			for i := 1; i < len(ev); i++ {
+				if ev[i].At < ev[i-1].At {
+					t.Fatalf("grace %d: events out of order: %+v", grace, ev)
+				}
 			}
+		}
+	})
+	t.Run("a grace period near the API's maximum does not overflow", func(t *testing.T) {
+		tl := NewTimeline(def, 5*time.Second, 1<<62)
+		if tl.Deadline <= 0 || !tl.Fits() {
+			t.Fatalf("timeline = %+v", tl)
 		}
 	})
 }

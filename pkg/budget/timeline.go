@@ -1,6 +1,10 @@
 package budget
 
-import "time"
+import (
+	"cmp"
+	"slices"
+	"time"
+)
 
 // MinimumGraceAfterHook is the kubelet's minimumGracePeriodInSeconds: when a
 // preStop hook leaves less than this, the kubelet still gives the container
@@ -40,6 +44,10 @@ func NewTimeline(b Budget, hook time.Duration, grace int64) Timeline {
 	if grace < 0 {
 		grace = 0
 	}
+	// Keep grace * 1s within time.Duration; nothing real comes close.
+	if limit := int64(maxDuration/time.Second) / 4; grace > limit {
+		grace = limit
+	}
 	if hook < 0 {
 		hook = 0
 	}
@@ -60,8 +68,8 @@ func NewTimeline(b Budget, hook time.Duration, grace int64) Timeline {
 	if hook == 0 {
 		start += b.Routing
 	}
-	tl.Drained = start + b.Work
-	tl.Exited = tl.Drained + b.Cleanup
+	tl.Drained = sat(start, b.Work)
+	tl.Exited = sat(tl.Drained, b.Cleanup)
 	return tl
 }
 
@@ -75,7 +83,15 @@ func (t Timeline) Fits() bool {
 // process would be killed).
 func (t Timeline) Slack() time.Duration { return t.Deadline - t.Exited }
 
-// Events lists the moments of the deletion in time order.
+func sat(a, b time.Duration) time.Duration {
+	if a > maxDuration-b {
+		return maxDuration
+	}
+	return a + b
+}
+
+// Events lists the moments of the deletion in time order (when SIGKILL
+// comes first, the moments after it are listed after it).
 func (t Timeline) Events() []Event {
 	ev := []Event{{0, "delete: endpoints turn ready=false"}}
 	if t.Hook > 0 {
@@ -85,5 +101,6 @@ func (t Timeline) Events() []Event {
 	ev = append(ev, Event{t.Drained, "admitted work done"})
 	ev = append(ev, Event{t.Exited, "cleanup done, exit"})
 	ev = append(ev, Event{t.Deadline, "SIGKILL deadline"})
+	slices.SortStableFunc(ev, func(a, b Event) int { return cmp.Compare(a.At, b.At) })
 	return ev
 }

@@ -1,0 +1,247 @@
+package cli
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/graceguard/graceguard/pkg/budget"
+)
+
+// chartWidth is the number of columns the chart's time axis spans. With the
+// row labels and the notes after the bars, lines stay within 100 columns.
+const chartWidth = 56
+
+// Chart marks: time spent as planned, time past the SIGKILL deadline (or
+// of a hook past the grace period), and the deadline itself.
+const (
+	markRun    = '='
+	markKilled = 'x'
+	markKill   = '|'
+)
+
+// row is one phase of the deletion drawn on the chart.
+type row struct {
+	name     string
+	length   time.Duration
+	from, to time.Duration
+	// cutAt, when set, is where the kubelet stops the phase; the rest is
+	// drawn as killed.
+	cutAt time.Duration
+	note  string
+}
+
+// chart draws the timeline as a Gantt chart, one row per phase, on a time
+// axis from deletion to the later of the SIGKILL deadline and the end of
+// the margin. Phases cut short are drawn with x and say so at the right.
+func chart(tl budget.Timeline) []string {
+	span := max(tl.Deadline, tl.Exited+tl.Budget.Margin)
+	if span <= 0 {
+		return []string{"(nothing to draw: no budget and no grace period)"}
+	}
+	col := func(t time.Duration) int {
+		switch {
+		case t <= 0:
+			return 0
+		case t >= span:
+			return chartWidth
+		}
+		return int(math.Round(float64(t) / float64(span) * chartWidth))
+	}
+
+	rows := phases(tl, span)
+	nameW, lenW := 0, 0
+	for _, r := range rows {
+		nameW = max(nameW, len(r.name))
+		lenW = max(lenW, len(budget.Format(r.length)))
+	}
+	pad := strings.Repeat(" ", nameW+1+lenW+2)
+	dcol := col(tl.Deadline)
+
+	var out []string
+	out = append(out, pad+axis(col, tl), pad+ticks(col, tl))
+	for _, r := range rows {
+		cells := []byte(strings.Repeat(" ", chartWidth+1))
+		a, b := col(r.from), col(r.to)
+		if b <= a && r.to > r.from {
+			b = a + 1
+		}
+		stop := dcol
+		if r.cutAt > 0 {
+			stop = col(r.cutAt)
+		}
+		for c := a; c < b && c <= chartWidth; c++ {
+			cells[c] = markRun
+			if c >= stop {
+				cells[c] = markKilled
+			}
+		}
+		if cells[dcol] == ' ' {
+			cells[dcol] = markKill
+		}
+		line := fmt.Sprintf("%-*s %*s  %s", nameW, r.name, lenW, budget.Format(r.length), cells)
+		if r.note != "" {
+			line += " <- " + r.note
+		}
+		out = append(out, strings.TrimRight(line, " "))
+	}
+	return out
+}
+
+// phases lists the rows of the chart. Without a preStop hook, SIGTERM comes
+// at once and the app itself must keep serving for the routing time.
+func phases(tl budget.Timeline, span time.Duration) []row {
+	b := tl.Budget
+	var rows []row
+	start := tl.SIGTERM
+	switch {
+	case tl.Hook > 0:
+		r := row{name: "preStop", length: tl.Hook, from: 0, to: min(tl.Hook, span)}
+		if tl.HookCut {
+			r.cutAt = tl.SIGTERM
+			r.note = "cut at " + budget.Format(tl.SIGTERM)
+		}
+		rows = append(rows, r)
+	case b.Routing > 0:
+		rows = append(rows, row{name: "routing", length: b.Routing, from: 0, to: b.Routing, note: "app keeps serving"})
+		start += b.Routing
+	}
+	rows = append(rows,
+		row{name: "drain", length: b.Work, from: start, to: tl.Drained},
+		row{name: "cleanup", length: b.Cleanup, from: tl.Drained, to: tl.Exited},
+	)
+	killed := false
+	for i := range rows {
+		r := &rows[i]
+		if r.cutAt == 0 && r.to > tl.Deadline && r.from < r.to {
+			r.note = "killed at " + budget.Format(tl.Deadline)
+			killed = true
+			break
+		}
+	}
+	margin := row{name: "margin", length: b.Margin, from: tl.Exited, to: tl.Exited + b.Margin}
+	if !killed && margin.to > tl.Deadline {
+		margin.note = "short by " + budget.Format(margin.to-tl.Deadline)
+	}
+	rows = append(rows, margin)
+
+	out := rows[:0]
+	for _, r := range rows {
+		if r.length > 0 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// axis labels deletion, SIGTERM and SIGKILL above their columns; a label
+// that would run into another is left out (the event list has every time).
+func axis(col func(time.Duration) int, tl budget.Timeline) string {
+	line := []byte(strings.Repeat(" ", chartWidth+24))
+	taken := make([]bool, len(line))
+	place := func(s string, start int) bool {
+		if start < 0 || start+len(s) > len(line) {
+			return false
+		}
+		for c := max(start-1, 0); c < min(start+len(s)+1, len(line)); c++ {
+			if taken[c] {
+				return false
+			}
+		}
+		copy(line[start:], s)
+		for c := start; c < start+len(s); c++ {
+			taken[c] = true
+		}
+		return true
+	}
+	kill := "SIGKILL " + budget.Format(tl.Deadline)
+	d := col(tl.Deadline)
+	if !place(kill, d-len(kill)+1) {
+		place(kill, d)
+	}
+	place("0s", 0)
+	if tl.SIGTERM > 0 {
+		term := "SIGTERM " + budget.Format(tl.SIGTERM)
+		s := col(tl.SIGTERM)
+		if !place(term, s) {
+			place(term, s-len(term)+1)
+		}
+	}
+	return strings.TrimRight(string(line), " ")
+}
+
+// ticks marks the columns of deletion, SIGTERM and SIGKILL.
+func ticks(col func(time.Duration) int, tl budget.Timeline) string {
+	line := []byte(strings.Repeat(" ", chartWidth+1))
+	for _, t := range []time.Duration{0, tl.SIGTERM, tl.Deadline} {
+		line[col(t)] = markKill
+	}
+	return strings.TrimRight(string(line), " ")
+}
+
+// events lists the timeline's moments in time order, one a line:
+// "t=8s   SIGTERM". Moments after SIGKILL never come, and say so.
+func events(tl budget.Timeline) []string {
+	ev := tl.Events()
+	slices.SortStableFunc(ev, func(a, b budget.Event) int { return cmp.Compare(a.At, b.At) })
+	w := 0
+	for _, e := range ev {
+		w = max(w, len(budget.Format(e.At)))
+	}
+	out := make([]string, len(ev))
+	for i, e := range ev {
+		out[i] = fmt.Sprintf("t=%-*s  %s", w, budget.Format(e.At), e.Name)
+		if e.At > tl.Deadline {
+			out[i] += " (never: SIGKILL comes first)"
+		}
+	}
+	return out
+}
+
+// verdict says in plain sentences whether the process exits, with its
+// margin, before SIGKILL, and if not, what is cut.
+func verdict(tl budget.Timeline) string {
+	at := budget.Format
+	switch {
+	case tl.HookCut:
+		s := fmt.Sprintf("DOES NOT FIT: the preStop hook (%s) outlasts the grace period (%ds). The kubelet cuts it at %s, then sends SIGTERM, and SIGKILL at %s",
+			at(tl.Hook), tl.Grace, at(tl.SIGTERM), at(tl.Deadline))
+		if tl.Exited > tl.Deadline {
+			s += fmt.Sprintf(", %s before the process would exit", at(tl.Exited-tl.Deadline))
+		}
+		return s + "."
+	case tl.Slack() < 0:
+		return fmt.Sprintf("DOES NOT FIT: SIGKILL at %s comes %s before the process would exit at %s; admitted work or cleanup is cut.",
+			at(tl.Deadline), at(-tl.Slack()), at(tl.Exited))
+	case !tl.Fits():
+		return fmt.Sprintf("DOES NOT FIT: the process exits at %s, only %s before SIGKILL at %s; the budget keeps a %s margin.",
+			at(tl.Exited), at(tl.Slack()), at(tl.Deadline), at(tl.Budget.Margin))
+	}
+	return fmt.Sprintf("fits: the process exits at %s, %s before SIGKILL at %s (margin %s).",
+		at(tl.Exited), at(tl.Slack()), at(tl.Deadline), at(tl.Budget.Margin))
+}
+
+// wrap breaks prose into lines of at most width columns (a word longer than
+// that gets a line of its own).
+func wrap(s string, width int) []string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(s) {
+		switch {
+		case line == "":
+			line = w
+		case len(line)+1+len(w) <= width:
+			line += " " + w
+		default:
+			lines = append(lines, line)
+			line = w
+		}
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return lines
+}

@@ -1,0 +1,232 @@
+package cli
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/graceguard/graceguard/pkg/budget"
+	"github.com/graceguard/graceguard/pkg/mutate"
+)
+
+func newExplainCmd() *cobra.Command {
+	var in *inputFlags
+	cmd := &cobra.Command{
+		Use:   "explain -f FILE",
+		Short: "Show each Pod's shutdown budget, where it came from, and its deletion timeline",
+		Long: `Show each Pod's (or Pod template's) shutdown budget and its deletion timeline.
+
+For each Pod or workload: every budget term, its value and where it came from
+(Pod annotation, namespace annotation or cluster default), the grace period
+before and after, what graceguard changes, and a chart of what the kubelet does
+when the Pod is deleted: endpoints withdrawn and preStop from t=0, SIGTERM,
+drain of admitted work, cleanup, the safety margin and the SIGKILL deadline.
+In warn mode the chart shows the Pod as enforce mode would leave it.`,
+		Example: `  kubectl graceguard explain -f deploy.yaml
+  kubectl graceguard explain -f pod.yaml --namespace-annotations graceguard.io/max-work=1m`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			objs, err := in.load(cmd.InOrStdin(), cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			p := &printer{w: cmd.OutOrStdout()}
+			for i, o := range objs {
+				if i > 0 {
+					p.line("")
+				}
+				explain(p, o)
+			}
+			return p.err
+		},
+	}
+	in = bindInputFlags(cmd)
+	return cmd
+}
+
+// proseWidth keeps explain's sentences, indented, within 100 columns.
+const proseWidth = 96
+
+func explain(p *printer, o object) {
+	if o.res == nil {
+		p.line("%s: skipped: %s", o.ref(), unsupported(o))
+		return
+	}
+	m, v := o.res.Mutation, o.res.Validation
+	if m.Skip != "" && !m.OptedOut {
+		p.line("%s: skipped: %s", o.ref(), skipReason(m.Skip, o.ns))
+		return
+	}
+	what := o.ref()
+	if o.template() {
+		what += ", Pod template"
+	}
+	grace := fmt.Sprintf("grace %ds", m.GraceBefore)
+	if m.Grace != m.GraceBefore {
+		grace += fmt.Sprintf(" -> %ds", m.Grace)
+		if !m.Applied {
+			grace += " (enforce would set it; warn mode changes nothing)"
+		}
+	} else {
+		grace += " (unchanged)"
+	}
+	p.line("%s [%s]: %s", what, m.Mode, grace)
+
+	switch {
+	case m.OptedOut:
+		for _, l := range wrap(fmt.Sprintf("opted out with %s: %q: no budget and nothing changed; its preStop hooks are still checked against grace %ds.",
+			mutate.AnnotationInject, "false", m.GraceBefore), proseWidth) {
+			p.line("  %s", l)
+		}
+	case m.Sources == nil:
+		p.line("  no budget: graceguard's settings for it do not parse (see below)")
+	default:
+		writeBudget(p, o)
+		writeChanges(p, m)
+		tl := budget.NewTimeline(m.Budget, chartedHook(m), m.Grace)
+		if m.Mode == mutate.ModeWarn {
+			p.line("  timeline of deletion, as enforce mode would leave it")
+		} else {
+			p.line("  timeline of deletion")
+		}
+		for _, l := range chart(tl) {
+			p.line("    %s", l)
+		}
+		for _, l := range events(tl) {
+			p.line("    %s", l)
+		}
+		for _, l := range wrap(verdict(tl), proseWidth) {
+			p.line("  %s", l)
+		}
+	}
+
+	// The advice, and what validation adds; in warn mode the changes
+	// enforce would make are listed above already.
+	advice := make([]string, len(m.Warnings))
+	for i, f := range m.Warnings {
+		advice[i] = f.Message()
+	}
+	if ws := once(advice, v.AdmissionWarnings()); len(ws) > 0 {
+		p.line("  warnings")
+		for _, w := range ws {
+			p.line("    %s", w)
+		}
+	}
+	if v.Err() != nil {
+		p.line("  denied")
+		for _, f := range v.Violations {
+			p.line("    %s", f.Err.Error())
+		}
+	}
+}
+
+// writeBudget prints each term, its value and where it came from.
+func writeBudget(p *printer, o object) {
+	m := o.res.Mutation
+	type line struct{ name, value, note string }
+	var lines []line
+	for _, t := range budget.Terms {
+		lines = append(lines, line{string(t), budget.Format(m.Budget.Get(t)), source(o, t)})
+	}
+	need := m.Budget.Grace()
+	fit := budget.Check(m.Budget, m.Grace, 0)
+	note := fmt.Sprintf("of grace %ds: fits", m.Grace)
+	switch {
+	case !fit.Fits():
+		note = fmt.Sprintf("of grace %ds: DOES NOT FIT, %ds short", m.Grace, need-m.Grace)
+	case m.Grace > need:
+		note += fmt.Sprintf(", %ds to spare", m.Grace-need)
+	}
+	lines = append(lines, line{"needs", fmt.Sprintf("%ds", need), note})
+	lines = append(lines, line{"preStop", hookValue(m), hookNote(m)})
+
+	nameW, valW := 0, 0
+	for _, l := range lines {
+		nameW, valW = max(nameW, len(l.name)), max(valW, len(l.value))
+	}
+	p.line("  budget")
+	for _, l := range lines {
+		p.line("    %-*s %*s  %s", nameW, l.name, valW, l.value, l.note)
+	}
+}
+
+// source says where a budget term came from, with the key or flag that
+// sets it, so a person knows what to change.
+func source(o object, t budget.Term) string {
+	key := mutate.KeyFor(t)
+	switch o.res.Mutation.Sources[t] {
+	case mutate.FromPod:
+		if o.template() {
+			return "Pod template annotation " + key
+		}
+		return "Pod annotation " + key
+	case mutate.FromNamespace:
+		return "namespace " + o.ns + " annotation " + key
+	case mutate.FromCluster:
+		// The flags are named after the annotation keys (config.BindOptions).
+		return "cluster default --default-" + strings.TrimPrefix(key, "graceguard.io/")
+	case mutate.FromHook:
+		return "the preStop hook, longer than the routing delay"
+	}
+	return ""
+}
+
+// unknownHook reports whether a treated container has a preStop hook whose
+// length graceguard cannot tell (an HTTP call, a script); Report.Hook then
+// holds only its lower bound and the budget counts the routing term for it.
+func unknownHook(m *mutate.Report) bool {
+	return slices.ContainsFunc(m.Warnings, func(f mutate.Finding) bool { return f.Reason == mutate.WarnHookUnknownLength })
+}
+
+// chartedHook is the hook length the chart draws: what the budget counts.
+func chartedHook(m *mutate.Report) time.Duration {
+	if unknownHook(m) {
+		return m.Budget.Routing
+	}
+	return m.Hook
+}
+
+func hookValue(m *mutate.Report) string {
+	switch {
+	case unknownHook(m):
+		return "?"
+	case m.Hook == 0:
+		return "none"
+	}
+	return budget.Format(m.Hook)
+}
+
+func hookNote(m *mutate.Report) string {
+	if unknownHook(m) {
+		return "unknown length (see warnings); budget and chart count " + budget.Format(m.Budget.Routing) + " for it"
+	}
+	if m.Hook == 0 {
+		return "the app must keep serving for the routing time after SIGTERM"
+	}
+	i := slices.IndexFunc(m.Changes, func(c mutate.Change) bool { return c.Reason == mutate.ChangePreStop })
+	switch {
+	case i < 0:
+		return "already in the spec; SIGTERM waits for it"
+	case m.Applied:
+		return "graceguard adds " + m.Changes[i].Summary + "; SIGTERM waits for it"
+	}
+	return "enforce would add " + m.Changes[i].Summary + "; SIGTERM waits for it"
+}
+
+func writeChanges(p *printer, m *mutate.Report) {
+	if len(m.Changes) == 0 {
+		p.line("  changes: none")
+		return
+	}
+	if m.Applied {
+		p.line("  changes")
+	} else {
+		p.line("  changes enforce would make (warn mode changes nothing)")
+	}
+	for _, c := range m.Changes {
+		p.line("    %s", c.String())
+	}
+}

@@ -1,0 +1,157 @@
+package cli
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/graceguard/graceguard/pkg/config"
+	"github.com/graceguard/graceguard/pkg/mutate"
+)
+
+// inputFlags are the flags mutate, check and explain share: what to read
+// and the cluster and namespace to evaluate it in.
+type inputFlags struct {
+	files     []string
+	recursive bool
+	// namespace is where objects without metadata.namespace are evaluated.
+	namespace string
+	// mode, when set, is the simulated namespace's graceguard.io/mode label.
+	mode mutate.Mode
+	// annotations are the simulated namespace's graceguard annotations.
+	annotations map[string]string
+	opts        mutate.Options
+}
+
+func bindInputFlags(cmd *cobra.Command) *inputFlags {
+	f := &inputFlags{namespace: "default", annotations: map[string]string{}, opts: mutate.DefaultOptions()}
+	fs := cmd.Flags()
+	fs.StringArrayVarP(&f.files, "filename", "f", nil, "YAML or JSON file, directory of them, or - for stdin (repeatable)")
+	fs.BoolVarP(&f.recursive, "recursive", "R", false, "read directories given with -f recursively")
+	fs.StringVarP(&f.namespace, "namespace", "n", f.namespace, "namespace of objects that set none")
+	fs.Var(modeValue{&f.mode}, "mode", "simulate the namespace's "+mutate.LabelMode+" label: enforce or warn (default: --default-mode)")
+	fs.Var(annotationsValue{f.annotations}, "namespace-annotations",
+		"simulate the namespace's graceguard defaults (repeatable), e.g. "+mutate.AnnotationMaxWork+"=1m,"+mutate.AnnotationPreStop+"=exec")
+	config.BindOptions(fs, &f.opts)
+	return f
+}
+
+// validate checks what pflag could not check flag by flag.
+func (f *inputFlags) validate() error {
+	if len(f.files) == 0 {
+		return fmt.Errorf("no input: give -f FILE (repeatable), -f DIRECTORY or -f - for stdin")
+	}
+	if errs := validation.IsDNS1123Label(f.namespace); len(errs) > 0 {
+		return fmt.Errorf("invalid argument %q for \"-n, --namespace\" flag: %s", f.namespace, strings.Join(errs, "; "))
+	}
+	return f.opts.Validate()
+}
+
+// modeValue parses --mode with mutate.ParseMode; empty means "not set".
+type modeValue struct{ m *mutate.Mode }
+
+func (v modeValue) String() string {
+	if v.m == nil {
+		return ""
+	}
+	return string(*v.m)
+}
+
+func (v modeValue) Set(s string) error {
+	m, err := mutate.ParseMode(s)
+	if err != nil {
+		return err
+	}
+	*v.m = m
+	return nil
+}
+
+func (v modeValue) Type() string { return "mode" }
+
+// annotationsValue parses --namespace-annotations: key=value pairs,
+// comma-separated, repeatable. Keys are limited to the annotations a
+// Namespace may carry, and values are checked by graceguard's own parser,
+// so a typo is a usage error here rather than a denial of every object.
+type annotationsValue struct{ m map[string]string }
+
+func (v annotationsValue) String() string {
+	if v.m == nil {
+		return ""
+	}
+	keys := slices.Sorted(maps.Keys(v.m))
+	kv := make([]string, len(keys))
+	for i, k := range keys {
+		kv[i] = k + "=" + v.m[k]
+	}
+	return strings.Join(kv, ",")
+}
+
+func (v annotationsValue) Set(s string) error {
+	for _, pair := range strings.Split(s, ",") {
+		pair = strings.TrimSpace(pair)
+		if pair == "" {
+			continue
+		}
+		k, val, ok := strings.Cut(pair, "=")
+		if !ok {
+			return fmt.Errorf("%q is not key=value: want key=value,... with keys %s", pair, strings.Join(mutate.NamespaceDefaultKeys, ", "))
+		}
+		if !slices.Contains(mutate.NamespaceDefaultKeys, k) {
+			return fmt.Errorf("unknown key %q: want one of %s", k, strings.Join(mutate.NamespaceDefaultKeys, ", "))
+		}
+		if err := checkNamespaceDefault(k, val); err != nil {
+			return err
+		}
+		v.m[k] = val
+	}
+	return nil
+}
+
+func (v annotationsValue) Type() string { return "key=value" }
+
+// checkNamespaceDefault runs graceguard's validation on an empty Pod in a
+// namespace carrying only this annotation: the webhook's parser is the one
+// authority on what a value may be.
+func checkNamespaceDefault(key, value string) error {
+	ns := mutate.Namespace{
+		Name:        "flag-check",
+		Labels:      map[string]string{mutate.LabelInject: mutate.LabelInjectEnabled},
+		Annotations: map[string]string{key: value},
+	}
+	opts := mutate.DefaultOptions()
+	opts.ExcludedNamespaces = nil
+	r := mutate.Validate(mutate.ForPod(&corev1.Pod{}), ns, opts)
+	for _, v := range r.Violations {
+		if v.Reason == mutate.DenyInvalidNamespace {
+			return fmt.Errorf("%s=%q: %s", key, value, v.Err.Detail)
+		}
+	}
+	return nil
+}
+
+// outputValue is --output of mutate.
+type outputValue struct{ s *string }
+
+var outputFormats = []string{"yaml", "json"}
+
+func (v outputValue) String() string {
+	if v.s == nil {
+		return ""
+	}
+	return *v.s
+}
+
+func (v outputValue) Set(s string) error {
+	if !slices.Contains(outputFormats, s) {
+		return fmt.Errorf("%q is not one of %s", s, strings.Join(outputFormats, ", "))
+	}
+	*v.s = s
+	return nil
+}
+
+func (v outputValue) Type() string { return "format" }

@@ -1,0 +1,88 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Golden files hold what a person sees for one invocation: the command,
+// the exit code, stdout and stderr. Regenerate them with
+//
+//	UPDATE_GOLDEN=1 go test ./pkg/cli/...
+//
+// and read the diff: it is the user-visible change.
+func TestGolden(t *testing.T) {
+	tests := []struct {
+		name  string
+		args  []string
+		stdin string // a file in testdata fed to -f -
+	}{
+		{"mutate-multi-doc", []string{"mutate", "-f", "testdata/mutate-multi.yaml"}, ""},
+		{"mutate-list-json-stdin", []string{"mutate", "-f", "-", "-o", "json"}, "mutate-list.json"},
+		{"mutate-two-files-warn", []string{"mutate", "-f", "testdata/check.yaml", "-f", "testdata/unknown-kind.yaml", "--mode", "warn"}, ""},
+		{"check-denied", []string{"check", "-f", "testdata/check.yaml", "-f", "testdata/unknown-kind.yaml"}, ""},
+		{"check-warn", []string{"check", "-f", "testdata/check.yaml", "--mode", "warn"}, ""},
+		{"explain-default-budget", []string{"explain", "-f", "testdata/explain-default.yaml"}, ""},
+		{"explain-raises-grace", []string{"explain", "-f", "testdata/explain-raise.yaml", "--namespace-annotations", "graceguard.io/safety-margin=5s"}, ""},
+		{"explain-hook-cut", []string{"explain", "-f", "testdata/explain-cut.yaml", "--max-grace-period=1m"}, ""},
+		{"explain-no-hook", []string{"explain", "-f", "testdata/explain-nohook.yaml"}, ""},
+		{"explain-namespace-in-input", []string{"explain", "-f", "testdata/explain-namespace-in-input.yaml"}, ""},
+		{"check-namespace-in-input", []string{"check", "-f", "testdata/explain-namespace-in-input.yaml"}, ""},
+		{"explain-opted-out-and-skipped", []string{"explain", "-f", "testdata/check.yaml", "--mode", "warn"}, ""},
+	}
+	update := os.Getenv("UPDATE_GOLDEN") != ""
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stdin := ""
+			if tt.stdin != "" {
+				b, err := os.ReadFile(filepath.Join("testdata", tt.stdin))
+				if err != nil {
+					t.Fatal(err)
+				}
+				stdin = string(b)
+			}
+			code, stdout, stderr := run(t, stdin, tt.args...)
+			cmd := "kubectl graceguard " + strings.Join(tt.args, " ")
+			if tt.stdin != "" {
+				cmd += " < testdata/" + tt.stdin
+			}
+			got := fmt.Sprintf("$ %s\nexit %d\n--- stdout\n%s--- stderr\n%s", cmd, code, stdout, stderr)
+
+			path := filepath.Join("testdata", "golden", tt.name+".golden")
+			if update {
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with UPDATE_GOLDEN=1 to create it)", err)
+			}
+			if got != string(want) {
+				t.Errorf("output differs from %s (UPDATE_GOLDEN=1 regenerates it):\n%s", path, diff(string(want), got))
+			}
+		})
+	}
+}
+
+// diff shows the first differing line with some context.
+func diff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := 0; i < max(len(w), len(g)); i++ {
+		var wl, gl string
+		if i < len(w) {
+			wl = w[i]
+		}
+		if i < len(g) {
+			gl = g[i]
+		}
+		if wl != gl {
+			return fmt.Sprintf("line %d:\n- %s\n+ %s", i+1, wl, gl)
+		}
+	}
+	return "(no line differs)"
+}
