@@ -1,0 +1,47 @@
+package mutate
+
+import (
+	"fmt"
+	"strings"
+)
+
+// reasonDocs explains each reason for people; the table in
+// docs/annotations.md is generated from it (ReasonsTable), so the docs,
+// the metrics labels and the responses never disagree.
+var reasonDocs = map[Reason]struct{ kind, text string }{
+	SkipNotOptedIn:          {"skip", "The namespace lacks the label `graceguard.io/inject=enabled`; nothing is changed or checked."},
+	SkipExcluded:            {"skip", "The namespace is excluded (`kube-system`, graceguard's own, `--excluded-namespaces`)."},
+	SkipMirrorPod:           {"skip", "A mirror Pod (static Pod seen through the API): the kubelet owns it."},
+	SkipOptedOut:            {"skip", "The Pod set `graceguard.io/inject: \"false\"`: no mutation, no budget check; hooks are still checked against grace."},
+	SkipNotApplicable:       {"skip", "An operation graceguard does not act on (Pod UPDATE/DELETE, a workload update that leaves the template alone)."},
+	ChangePreStop:           {"change", "A preStop hook sleeping the routing delay (whole seconds, rounded up) was added to a container without one."},
+	ChangeGrace:             {"change", "`terminationGracePeriodSeconds` was raised to the budget's sum (never lowered)."},
+	ChangeReadiness:         {"change", "A readiness probe from `graceguard.io/readiness-path` was added where none existed."},
+	ChangeLiveness:          {"change", "A liveness probe from `graceguard.io/liveness-path` was added where none existed."},
+	ChangeBudget:            {"change", "The `graceguard.io/budget` annotation records the terms and the grace."},
+	WarnShellForm:           {"warning", "The container runs through `sh -c` without `exec`: the shell may not forward SIGTERM."},
+	WarnLivenessIsReadiness: {"warning", "Liveness and readiness probe the same endpoint: a draining app would fail liveness and be restarted."},
+	WarnNoReadiness:         {"warning", "A container declares ports but has no readiness probe."},
+	WarnHookUnknownLength:   {"warning", "An existing preStop hook's length cannot be read (HTTP, or a script doing more than sleep); the budget counts the routing delay or its known sleeps."},
+	WarnNoProbePort:         {"warning", "A probe path was asked for but no treated container has a port to probe."},
+	WarnWouldChange:         {"warning", "Warn mode: what enforce mode would have changed."},
+	DenyHookExceedsGrace:    {"denial", "A preStop hook lasts as long as or longer than the grace period it runs in (the Pod's, or a liveness/startup probe's): the kubelet would kill it."},
+	DenyBudgetExceedsGrace:  {"denial", "routing + work + cleanup + margin is more than `terminationGracePeriodSeconds`."},
+	DenyBudgetOverCap:       {"denial", "The budget needs more grace than `--max-grace-period` (default 10m, the cluster autoscaler's cap)."},
+	DenyInvalidAnnotation:   {"denial", "A `graceguard.io/*` annotation on the Pod (or template) does not parse, is negative, over 1h, or names no container."},
+	DenyInvalidNamespace:    {"denial", "A `graceguard.io/*` label or annotation on the namespace does not parse."},
+}
+
+// Describe explains a reason in one sentence.
+func Describe(r Reason) string { return reasonDocs[r].text }
+
+// ReasonsTable renders every reason as a Markdown table for the docs.
+func ReasonsTable() string {
+	var b strings.Builder
+	b.WriteString("| reason | kind | meaning |\n|---|---|---|\n")
+	for _, r := range AllReasons {
+		d := reasonDocs[r]
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", r, d.kind, d.text)
+	}
+	return b.String()
+}

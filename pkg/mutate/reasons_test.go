@@ -1,0 +1,42 @@
+package mutate_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/graceguard/graceguard/pkg/mutate"
+)
+
+func TestEveryReasonIsDescribed(t *testing.T) {
+	for _, r := range mutate.AllReasons {
+		if mutate.Describe(r) == "" {
+			t.Errorf("reason %q has no description: add it to reasonDocs", r)
+		}
+	}
+}
+
+// The reasons table in docs/annotations.md is generated from the code.
+func TestDocsListEveryReason(t *testing.T) {
+	const path = "../../docs/annotations.md"
+	const begin, end = "<!-- reasons:begin -->\n", "<!-- reasons:end -->"
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(doc)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		t.Fatalf("%s lacks the reasons markers", path)
+	}
+	want := s[:i+len(begin)] + mutate.ReasonsTable() + s[j:]
+	if os.Getenv("UPDATE_GOLDEN") != "" {
+		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if s != want {
+		t.Fatalf("%s is stale: run `make golden`", path)
+	}
+}
