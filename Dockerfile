@@ -1,0 +1,18 @@
+# graceguard webhook image: static binary on distroless, non-root (65532).
+# Needs a Docker engine (`make docker-build`); the e2e suite builds the same
+# binary into an OCI archive without Docker instead.
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY cmd/ cmd/
+COPY pkg/ pkg/
+ARG VERSION=dev
+RUN CGO_ENABLED=0 go build -trimpath \
+    -ldflags "-s -w -X github.com/graceguard/graceguard/pkg/cli.Version=${VERSION}" \
+    -o /out/webhook ./cmd/webhook
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/webhook /webhook
+USER 65532:65532
+ENTRYPOINT ["/webhook"]
