@@ -157,6 +157,7 @@ stamp_set() { # stamp_set BIN KEY DETAILS... : (re)write BIN's line atomically
 	fi
 	printf '%s %s\n' "${b}" "$*" >>"${tmp}"
 	sort -o "${tmp}" "${tmp}"
+	chmod 0644 "${tmp}"
 	mv -f "${tmp}" "${stamp}"
 }
 
@@ -175,12 +176,14 @@ if [[ -z "$(missing)" ]]; then
 fi
 
 mkdir -p "${out_dir}"
+locked=0
 if command -v flock >/dev/null 2>&1; then
 	exec 9>"${out_dir}/.lock"
 	if ! flock -n 9; then
 		log "another run holds ${out_dir}/.lock; waiting"
 		flock 9
 	fi
+	locked=1
 fi
 
 mapfile -t todo < <(missing)
@@ -190,14 +193,23 @@ if ((${#todo[@]} == 0)); then # built by a concurrent run while we waited
 fi
 log "Kubernetes ${k8s_version} (from ${version_origin}); need: ${todo[*]} in ${out_dir}"
 
+# Holding the lock, leftovers of interrupted runs are junk.
+if ((locked)); then
+	rm -rf "${out_dir}"/.tmp.* "${out_dir}"/.*.tmp.* "${out_dir}"/.stamp.?*
+fi
+
 tmp_dirs=()
+child=""
 cleanup() {
 	local d
+	if [[ -n "${child}" ]]; then kill "${child}" 2>/dev/null || true; fi
 	for d in ${tmp_dirs[@]+"${tmp_dirs[@]}"}; do
 		rm -rf "${d}"
 	done
 }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 go_version=$(go env GOVERSION) || die "go not found in PATH"
 
@@ -275,6 +287,22 @@ tools_go() { # go with settings for the throw-away tools modules
 	GOWORK=off GOFLAGS="-mod=mod -buildvcs=false" go "$@"
 }
 
+tools_go_in() { # tools_go_in DIR ARGS... : static (CGO_ENABLED=0) go ARGS in DIR, stdout to stderr
+	local dir=$1
+	shift
+	cd "${dir}" && CGO_ENABLED=0 GOWORK=off GOFLAGS="-mod=mod -buildvcs=false" exec go "$@" >&2
+}
+
+# Long builds run in the background and are waited for, so that INT/TERM sent
+# to this script are handled at once (bash defers traps while a foreground
+# child runs) and the EXIT trap stops the build and removes its temp dir.
+run_waited() {
+	"$@" &
+	child=$!
+	wait "${child}"
+	child=""
+}
+
 init_tools_module() { # init_tools_module DIR MODPATH
 	local dir=$1 modpath=$2
 	mkdir -p "${dir}"
@@ -320,12 +348,25 @@ build_kubernetes() { # build_kubernetes COMPONENT...
 	done
 	(cd "${mod_dir}" && tools_go mod edit "${edits[@]}")
 
-	for c in "$@"; do
+	# Import kube-apiserver, what we build now and what was built before, so
+	# that tidy keeps one stable module for all of them.
+	local all=(kube-apiserver "$@") seen=" "
+	for c in kubelet kube-controller-manager kubectl; do
+		if [[ -x "${out_dir}/${c}" ]]; then all+=("${c}"); fi
+	done
+	for c in "${all[@]}"; do
+		if [[ "${seen}" == *" ${c} "* ]]; then continue; fi
+		seen+="${c} "
 		imports+=("k8s.io/kubernetes/cmd/${c}")
 	done
 	write_tools_go "${mod_dir}" "${imports[@]}"
 	log "go mod tidy in ${mod_dir}"
 	(cd "${mod_dir}" && tools_go mod tidy >&2)
+
+	local targets=()
+	for c in "$@"; do
+		targets+=("k8s.io/kubernetes/cmd/${c}")
+	done
 
 	ldflags="-s -w"
 	for m in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
@@ -333,8 +374,8 @@ build_kubernetes() { # build_kubernetes COMPONENT...
 	done
 	tmp=$(mktemp -d "${out_dir}/.tmp.XXXXXX")
 	tmp_dirs+=("${tmp}")
-	log "go build ${imports[*]}"
-	(cd "${mod_dir}" && CGO_ENABLED=0 tools_go build -trimpath -ldflags "${ldflags}" -o "${tmp}/" "${imports[@]}" >&2)
+	log "go build ${targets[*]}"
+	run_waited tools_go_in "${mod_dir}" build -trimpath -ldflags "${ldflags}" -o "${tmp}/" "${targets[@]}"
 	for c in "$@"; do
 		check_version "${tmp}/${c}" "${c}" || die "${c} built but reports the wrong version"
 	done
@@ -353,7 +394,7 @@ build_etcd() {
 	(cd "${mod_dir}" && tools_go mod tidy >&2)
 	tmp=$(mktemp -d "${out_dir}/.tmp.XXXXXX")
 	tmp_dirs+=("${tmp}")
-	(cd "${mod_dir}" && CGO_ENABLED=0 tools_go build -trimpath -ldflags "-s -w" -o "${tmp}/etcd" go.etcd.io/etcd/server/v3 >&2)
+	run_waited tools_go_in "${mod_dir}" build -trimpath -ldflags "-s -w" -o "${tmp}/etcd" go.etcd.io/etcd/server/v3
 	check_version "${tmp}/etcd" etcd || die "etcd built but reports the wrong version"
 	mv -f "${tmp}/etcd" "${out_dir}/etcd"
 	stamp_set etcd "$(build_key etcd)" "${go_version} CGO_ENABLED=0"
