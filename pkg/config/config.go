@@ -40,6 +40,10 @@ type Config struct {
 	DrainTimeout time.Duration
 	// Namespace is graceguard's own namespace, never touched.
 	Namespace string
+	// EnableHTTP2 serves the webhooks over HTTP/2 too. Off by default, as
+	// kubebuilder does, because of the HTTP/2 rapid-reset and stream
+	// cancellation CVEs (CVE-2023-44487, CVE-2023-39325).
+	EnableHTTP2 bool
 }
 
 // Default returns the documented defaults.
@@ -68,6 +72,7 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.Var(durationValue{&c.ShutdownDelay}, "shutdown-delay", "keep serving this long after SIGTERM while /readyz fails, so routes to this replica are withdrawn first")
 	fs.Var(durationValue{&c.DrainTimeout}, "drain-timeout", "after the shutdown delay, wait at most this long for in-flight reviews")
 	fs.StringVar(&c.Namespace, "namespace", c.Namespace, "graceguard's own namespace, never mutated (default $POD_NAMESPACE)")
+	fs.BoolVar(&c.EnableHTTP2, "enable-http2", c.EnableHTTP2, "serve the webhooks over HTTP/2 as well as HTTP/1.1 (off: HTTP/2 rapid-reset CVEs)")
 }
 
 // BindOptions binds the cluster-default flags shared by the webhook and the

@@ -99,7 +99,7 @@ func split(raw []byte, src string) ([]Document, error) {
 	}
 	name := h.Metadata.Name
 	if name == "" && h.Metadata.GenerateName != "" {
-		name = h.Metadata.GenerateName + "*"
+		name = h.Metadata.GenerateName
 	}
 	return []Document{{Source: src, Raw: raw, APIVersion: h.APIVersion, Kind: h.Kind, Namespace: h.Metadata.Namespace, Name: name}}, nil
 }

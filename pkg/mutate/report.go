@@ -228,7 +228,8 @@ func (r *Report) Reason() Reason {
 		return r.Skip
 	case r.OptedOut:
 		return SkipOptedOut
-	case len(r.Changes) > 0:
+	case len(r.Changes) > 0 && r.Stage == StageMutate:
+		// A validation report's changes are only simulated.
 		return r.Changes[0].Reason
 	case len(r.Warnings) > 0:
 		return r.Warnings[0].Reason

@@ -31,9 +31,11 @@ type Target struct {
 
 // ForPod targets a Pod.
 func ForPod(pod *corev1.Pod) Target {
+	// A controller-made Pod has only generateName at admission; that prefix
+	// is what FailedCreate events show too.
 	name := pod.Name
-	if name == "" && pod.GenerateName != "" {
-		name = pod.GenerateName + "*"
+	if name == "" {
+		name = pod.GenerateName
 	}
 	return Target{
 		Kind: "Pod", Namespace: pod.Namespace, Name: name,

@@ -1,0 +1,78 @@
+// Command webhook is graceguard's admission webhook server. It only wires:
+// flags into a validated config.Config, logging, a signal context, and
+// server.Run.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/pflag"
+	ctrl "sigs.k8s.io/controller-runtime"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/graceguard/graceguard/pkg/config"
+	"github.com/graceguard/graceguard/pkg/server"
+)
+
+func main() {
+	// SetupSignalHandler cancels the context on the first SIGTERM or
+	// SIGINT, which starts the graceful shutdown; a second one exits at once.
+	os.Exit(run(ctrl.SetupSignalHandler(), os.Args[1:], os.Stderr))
+}
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// run parses args, validates them and serves until ctx ends.
+func run(ctx context.Context, args []string, stderr io.Writer) int {
+	cfg := config.Default()
+	fs := pflag.NewFlagSet("graceguard-webhook", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg.BindFlags(fs)
+	zapOpts := zap.Options{}
+	goFlags := flag.NewFlagSet("", flag.ContinueOnError)
+	zapOpts.BindFlags(goFlags)
+	fs.AddGoFlagSet(goFlags)
+	// controller-runtime registers --kubeconfig on the standard flag set.
+	if f := flag.CommandLine.Lookup("kubeconfig"); f != nil {
+		fs.AddGoFlag(f)
+	}
+
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "%v\nrun with --help for the flags\n", err)
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "unexpected arguments: %v\n", fs.Args())
+		return exitUsage
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "invalid flags: %v\n", err)
+		return exitUsage
+	}
+
+	log := zap.New(zap.UseFlagOptions(&zapOpts), zap.WriteTo(stderr))
+	// controller-runtime's own packages log through its global delegating
+	// logger; graceguard's packages take the logger from the context.
+	ctrl.SetLogger(log)
+	ctx = logf.IntoContext(ctx, log)
+
+	if err := server.Run(ctx, cfg); err != nil {
+		log.Error(err, "webhook stopped")
+		return exitError
+	}
+	return exitOK
+}

@@ -1,0 +1,253 @@
+// Package server runs the graceguard admission webhook: a
+// controller-runtime manager serving the three webhooks over TLS, health
+// probes and metrics, and shutting down in the order the product
+// prescribes for everyone else.
+//
+// Invariant: once Run's context is cancelled, /readyz fails at once, but
+// the webhook keeps answering reviews (telling clients to close their
+// connections) for Config.ShutdownDelay; only then does it stop accepting
+// connections and drain the reviews in flight, for at most
+// Config.DrainTimeout.
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/graceguard/graceguard/pkg/config"
+	"github.com/graceguard/graceguard/pkg/webhook"
+)
+
+// Option changes how Run wires the server; the defaults are production's.
+type Option func(*options)
+
+type options struct {
+	rest       *rest.Config
+	namespaces webhook.NamespaceLookup
+	registry   prometheus.Registerer
+	host       string
+}
+
+// WithRESTConfig sets the API server connection; the default is
+// controller-runtime's GetConfig (in-cluster, or $KUBECONFIG).
+func WithRESTConfig(c *rest.Config) Option { return func(o *options) { o.rest = c } }
+
+// WithNamespaceLookup replaces the manager's cached namespace reads (tests).
+// The manager then never reads from the API server.
+func WithNamespaceLookup(l webhook.NamespaceLookup) Option {
+	return func(o *options) { o.namespaces = l }
+}
+
+// WithRegistry sets where the graceguard metrics are registered; the
+// default is controller-runtime's metrics.Registry, which the metrics
+// server serves.
+func WithRegistry(r prometheus.Registerer) Option { return func(o *options) { o.registry = r } }
+
+// WithWebhookHost sets the address the webhook server listens on; the
+// default "" is every address.
+func WithWebhookHost(host string) Option { return func(o *options) { o.host = host } }
+
+// Health endpoints on Config.HealthProbeBindAddress.
+const (
+	PathHealthz = "/healthz"
+	PathReadyz  = "/readyz"
+)
+
+// Run serves the webhooks until ctx is cancelled, then shuts down
+// gracefully (see the package invariant) and returns nil, or the error
+// that stopped it (including a drain that outlived DrainTimeout). cfg must
+// have passed Validate. It logs with the logger in ctx.
+func Run(ctx context.Context, cfg config.Config, opts ...Option) error {
+	o := options{registry: metrics.Registry}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	log := logf.FromContext(ctx).WithName("graceguard")
+	if o.rest == nil {
+		c, err := ctrl.GetConfig()
+		if err != nil {
+			return fmt.Errorf("connecting to the API server: %w", err)
+		}
+		o.rest = c
+	}
+	m, err := webhook.NewMetrics(o.registry)
+	if err != nil {
+		return err
+	}
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(corev1.AddToScheme(scheme))
+	// The manager's own health probe server answers 500 when a check
+	// fails and cannot tell "starting" from "shutting down"; graceguard
+	// serves its probes itself (healthServer) and turns it off here.
+	mgr, err := ctrl.NewManager(o.rest, ctrl.Options{
+		Scheme:                 scheme,
+		Logger:                 log,
+		Metrics:                metricsserver.Options{BindAddress: cfg.MetricsBindAddress},
+		HealthProbeBindAddress: "0",
+		// controller-runtime's webhook server (v0.25) reloads tls.crt and
+		// tls.key from CertDir with a certwatcher whenever GetCertificate
+		// is not set in TLSOpts, as here.
+		WebhookServer: crwebhook.NewServer(crwebhook.Options{Host: o.host, Port: cfg.Port, CertDir: cfg.CertDir, TLSOpts: tlsOptions(cfg)}),
+		// Bounds the drain: the manager gives up after this and Start
+		// returns an error. The webhook server's own http.Server.Shutdown
+		// also stops waiting after a fixed minute, so a --drain-timeout
+		// over 1m drains for 1m at most.
+		GracefulShutdownTimeout: &cfg.DrainTimeout,
+	})
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+
+	if o.namespaces == nil {
+		// Register the metadata informer now so the cache syncs it when
+		// the manager starts, before the first review asks.
+		if _, err := mgr.GetCache().GetInformer(ctx, webhook.NamespaceMetadata()); err != nil {
+			return fmt.Errorf("watching namespaces: %w", err)
+		}
+		o.namespaces = webhook.NewNamespaceLookup(mgr.GetCache(), mgr.GetAPIReader())
+	}
+
+	srv := mgr.GetWebhookServer()
+	for path, h := range webhook.Endpoints(webhook.Config{
+		Options:    cfg.Excluded(),
+		Namespaces: o.namespaces,
+		Metrics:    m,
+		Log:        log.WithName("admission"),
+	}) {
+		srv.Register(path, closeConnsAfter(ctx, h))
+	}
+
+	health, err := healthServer(ctx, cfg.HealthProbeBindAddress, srv.StartedChecker())
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(health); err != nil {
+		_ = health.Listener.Close()
+		return fmt.Errorf("adding the health probe server: %w", err)
+	}
+
+	return start(ctx, mgr, cfg, log)
+}
+
+// start runs the manager on a context of its own, cancelled only
+// cfg.ShutdownDelay after ctx is: controller-runtime's webhook server
+// stops listening the moment its context ends (controller-runtime#3113),
+// while endpoints, load balancers and API servers still route to it.
+// Readiness and keep-alives watch ctx itself, so they change at once.
+func start(ctx context.Context, mgr manager.Manager, cfg config.Config, log logr.Logger) error {
+	mgrCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-done:
+			return
+		}
+		log.Info("shutdown: /readyz failing, still serving reviews", "delay", cfg.ShutdownDelay)
+		delay := time.NewTimer(cfg.ShutdownDelay)
+		defer delay.Stop()
+		select {
+		case <-delay.C:
+		case <-done:
+			return
+		}
+		log.Info("shutdown: closing the listener, draining reviews in flight", "timeout", cfg.DrainTimeout)
+		stop()
+	}()
+	err := mgr.Start(mgrCtx)
+	close(done)
+	if err != nil {
+		return fmt.Errorf("running the webhook: %w", err)
+	}
+	if ctx.Err() == nil {
+		return errors.New("the webhook stopped without a shutdown signal")
+	}
+	log.Info("shutdown: done")
+	return nil
+}
+
+// closeConnsAfter asks clients, once shutdown has begun, to close their
+// connection after each response: "Connection: close" ends an HTTP/1.1
+// connection after the response and makes Go's HTTP/2 server send GOAWAY.
+// API servers keep reusing connections to a webhook replica that left the
+// endpoints (kubernetes#127335); without this they would still be sending
+// to this replica when the listener closes. It is the per-response form of
+// http.Server.SetKeepAlivesEnabled(false), which controller-runtime's
+// server does not expose; Shutdown itself then closes idle connections.
+func closeConnsAfter(ctx context.Context, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ctx.Err() != nil {
+			w.Header().Set("Connection", "close")
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// healthServer serves /healthz (always ok while the process runs) and
+// /readyz: 503 until the webhook server accepts TLS connections, and 503
+// again from the moment ctx ends. The manager stops it last, after the
+// webhook server, so probes keep getting answers during the drain.
+func healthServer(ctx context.Context, addr string, webhookStarted healthz.Checker) (*manager.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--health-probe-bind-address=%q: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc(PathHealthz, func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	})
+	mux.HandleFunc(PathReadyz, func(w http.ResponseWriter, r *http.Request) {
+		if ctx.Err() != nil {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		if err := webhookStarted(r); err != nil {
+			http.Error(w, "webhook: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	})
+	return &manager.Server{
+		Name:     "health probes",
+		Listener: ln,
+		Server: &http.Server{
+			Handler:           mux,
+			ReadHeaderTimeout: 5 * time.Second,
+			// Probes are answered until the manager stops this server,
+			// after the webhook drained; their contexts need not end sooner.
+			BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		},
+	}, nil
+}
+
+// tlsOptions restricts the webhook server to HTTP/1.1 unless HTTP/2 is
+// enabled: the API server speaks both, and HTTP/1.1 is not exposed to the
+// HTTP/2 rapid-reset attacks.
+func tlsOptions(cfg config.Config) []func(*tls.Config) {
+	if cfg.EnableHTTP2 {
+		return nil
+	}
+	return []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}
+}

@@ -1,0 +1,17 @@
+// Package webhook adapts pkg/mutate to Kubernetes admission: three raw
+// admission.Handlers (mutate Pods, validate Pods, validate workload Pod
+// templates), the namespace lookup they read settings from, and their
+// Prometheus metrics.
+//
+// Invariants:
+//   - Every answer is built from one mutate.Report: the patch is exactly
+//     Report.Patch() (add-only, so fields the Go types do not know
+//     survive), the warnings are Report.AdmissionWarnings(), a denial
+//     carries Report.Err() as a whole metav1.Status (422, field causes).
+//   - Only the mutating Pod handler ever returns a patch.
+//   - Metric labels are bounded: webhook names, decisions and reason codes,
+//     never namespaces or object names.
+//   - A review is answered the same whether or not it is a dry run, and its
+//     context outlives the server's shutdown signal, so reviews in flight
+//     when draining starts get their real answer.
+package webhook

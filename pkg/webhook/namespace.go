@@ -1,0 +1,94 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/graceguard/graceguard/pkg/mutate"
+)
+
+// NamespaceLookup reads the labels and annotations of a namespace.
+type NamespaceLookup interface {
+	Namespace(ctx context.Context, name string) (mutate.Namespace, error)
+}
+
+// NamespaceLookupFunc adapts a function to NamespaceLookup.
+type NamespaceLookupFunc func(ctx context.Context, name string) (mutate.Namespace, error)
+
+// Namespace calls f.
+func (f NamespaceLookupFunc) Namespace(ctx context.Context, name string) (mutate.Namespace, error) {
+	return f(ctx, name)
+}
+
+// Lookup time limits. Together they stay well under the apiserver's default
+// webhook timeout (10s), so a slow lookup still gets a deliberate answer
+// rather than the webhook's failurePolicy.
+const (
+	// CacheTimeout bounds a cache read: it waits only while the namespace
+	// informer has not synced yet (just after start).
+	CacheTimeout = 2 * time.Second
+	// LiveTimeout bounds the fallback read from the API server.
+	LiveTimeout = 3 * time.Second
+)
+
+// NewNamespaceLookup reads namespaces from cache (the manager's informer
+// cache) and, when the cache does not have one, from live (the manager's
+// GetAPIReader()).
+//
+// Only metadata is read (PartialObjectMetadata), so the cache holds labels
+// and annotations, not whole Namespace objects.
+func NewNamespaceLookup(cache, live client.Reader) NamespaceLookup {
+	return &clientLookup{cache: cache, live: live, cacheTimeout: CacheTimeout, liveTimeout: LiveTimeout}
+}
+
+type clientLookup struct {
+	cache, live               client.Reader
+	cacheTimeout, liveTimeout time.Duration
+}
+
+// NamespaceMetadata is the object the lookup reads; register an informer
+// for it to warm the cache before the first review.
+func NamespaceMetadata() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	return m
+}
+
+func (l *clientLookup) Namespace(ctx context.Context, name string) (mutate.Namespace, error) {
+	cacheErr := get(ctx, l.cache, l.cacheTimeout, name)
+	if cacheErr.err == nil {
+		return cacheErr.ns, nil
+	}
+	// A namespace created a moment ago (the usual case: `kubectl create ns`
+	// then `kubectl apply`) is NotFound in the cache until the watch
+	// delivers it; a cache still syncing times out. Both are answered by
+	// one live read. A namespace missing there too really does not exist.
+	if l.live == nil {
+		return mutate.Namespace{}, fmt.Errorf("reading Namespace %q from the cache: %w", name, cacheErr.err)
+	}
+	live := get(ctx, l.live, l.liveTimeout, name)
+	if live.err != nil {
+		return mutate.Namespace{}, fmt.Errorf("reading Namespace %q: cache: %v; API server: %w", name, cacheErr.err, live.err)
+	}
+	return live.ns, nil
+}
+
+type result struct {
+	ns  mutate.Namespace
+	err error
+}
+
+func get(ctx context.Context, r client.Reader, timeout time.Duration, name string) result {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	m := NamespaceMetadata()
+	if err := r.Get(ctx, client.ObjectKey{Name: name}, m); err != nil {
+		return result{err: err}
+	}
+	return result{ns: mutate.Namespace{Name: m.Name, Labels: m.Labels, Annotations: m.Annotations}}
+}

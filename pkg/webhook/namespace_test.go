@@ -1,0 +1,112 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/graceguard/graceguard/pkg/mutate"
+)
+
+// reader is a client.Reader over namespaces' metadata.
+type reader struct {
+	labels map[string]map[string]string
+	err    error
+	block  bool // wait for the context to end, like a cache that has not synced
+	calls  atomic.Int32
+}
+
+func (r *reader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	r.calls.Add(1)
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok || m.Kind != "Namespace" || m.APIVersion != "v1" {
+		return errors.New("the lookup must read v1 Namespace metadata only")
+	}
+	if r.block {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	if r.err != nil {
+		return r.err
+	}
+	l, ok := r.labels[key.Name]
+	if !ok {
+		return apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, key.Name)
+	}
+	m.Name, m.Labels, m.Annotations = key.Name, l, map[string]string{"a": "b"}
+	return nil
+}
+
+func (r *reader) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return errors.New("not used")
+}
+
+func TestNamespaceLookup(t *testing.T) {
+	optedIn := map[string]string{mutate.LabelInject: mutate.LabelInjectEnabled}
+	for _, tc := range []struct {
+		name          string
+		cache, live   *reader
+		want          map[string]string
+		wantErr       string
+		wantLiveCalls int32
+	}{
+		{
+			name:  "a namespace in the cache is read from the cache alone",
+			cache: &reader{labels: map[string]map[string]string{"shop": optedIn}},
+			live:  &reader{},
+			want:  optedIn,
+		},
+		{
+			name:          "a namespace created a moment ago, not yet in the cache, is read from the API server",
+			cache:         &reader{labels: map[string]map[string]string{}},
+			live:          &reader{labels: map[string]map[string]string{"shop": optedIn}},
+			want:          optedIn,
+			wantLiveCalls: 1,
+		},
+		{
+			name:          "a cache that has not synced yet times out and the API server answers",
+			cache:         &reader{block: true},
+			live:          &reader{labels: map[string]map[string]string{"shop": optedIn}},
+			want:          optedIn,
+			wantLiveCalls: 1,
+		},
+		{
+			name:    "a namespace found nowhere is an error naming both reads",
+			cache:   &reader{labels: map[string]map[string]string{}},
+			live:    &reader{err: errors.New("connection refused")},
+			wantErr: `reading Namespace "shop": cache: namespaces "shop" not found; API server: connection refused`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := &clientLookup{cache: tc.cache, live: tc.live, cacheTimeout: 50 * time.Millisecond, liveTimeout: time.Second}
+			ns, err := l.Namespace(context.Background(), "shop")
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ns.Name != "shop" || !reflect.DeepEqual(ns.Labels, tc.want) || ns.Annotations["a"] != "b" {
+				t.Errorf("got %+v", ns)
+			}
+			if got := tc.live.calls.Load(); got != tc.wantLiveCalls {
+				t.Errorf("API server read %d times, want %d", got, tc.wantLiveCalls)
+			}
+			if tc.cache.calls.Load() != 1 {
+				t.Errorf("cache read %d times, want 1", tc.cache.calls.Load())
+			}
+		})
+	}
+}
