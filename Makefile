@@ -28,7 +28,7 @@ fmt: ## Format the code.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: vet
-vet: ## Check formatting and run go vet.
+vet: chart-docs-check ## Check formatting, go vet, and that the chart README is generated.
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
@@ -38,9 +38,13 @@ golden: ## Regenerate golden files after an intended change (review the diff!).
 
 ##@ Testing
 
+.PHONY: demo
+demo: ## Run graceguard on a real kube-apiserver + etcd built on this machine, apply examples/, show the results.
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) run ./hack/demo $(DEMO_ARGS)
+
 .PHONY: test
-test: vet ## Run every test: unit, golden, handler, CLI and fuzz seeds.
-	$(GO) test ./...
+test: vet ## Run every test: unit, golden, handler, CLI, chart, envtest (real kube-apiserver) and fuzz seeds.
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test ./...
 
 .PHONY: fuzz
 fuzz: ## Fuzz the parsers and the mutation invariants (FUZZTIME each, default 30s).
@@ -51,6 +55,34 @@ fuzz: ## Fuzz the parsers and the mutation invariants (FUZZTIME each, default 30
 .PHONY: envtest-assets
 envtest-assets: ## Build or reuse kube-apiserver and etcd for envtest (bin/k8s/<version>/).
 	@hack/envtest-assets.sh
+
+##@ Chart
+
+.PHONY: chart-docs
+chart-docs: ## Regenerate charts/graceguard/README.md from values.yaml (helm-docs v1.14.2).
+	hack/chart-docs.sh
+
+.PHONY: chart-docs-check
+chart-docs-check: ## Fail if charts/graceguard/README.md is stale.
+	hack/chart-docs.sh --check
+
+##@ Local cluster (Linux, root; real kubelet + containerd, no Docker)
+
+.PHONY: cluster-up
+cluster-up: ## Start the local single-node cluster; prints the kubeconfig path.
+	$(GO) run ./hack/cluster up
+
+.PHONY: cluster-down
+cluster-down: ## Stop the local cluster and clean up everything it made (idempotent).
+	$(GO) run ./hack/cluster down
+
+.PHONY: cluster-status
+cluster-status: ## Show the local cluster's processes and whether the node is Ready.
+	$(GO) run ./hack/cluster status
+
+.PHONY: test-cluster
+test-cluster: ## Smoke-test the local cluster harness (root; ~30 s warm, ~5 min cold).
+	$(GO) test -tags e2e ./test/cluster/ -v -timeout 30m
 
 ##@ Packaging
 

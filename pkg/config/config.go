@@ -40,25 +40,47 @@ type Config struct {
 	DrainTimeout time.Duration
 	// Namespace is graceguard's own namespace, never touched.
 	Namespace string
+	// CertMode is CertModeFiles (tls.crt and tls.key in CertDir, from a
+	// mounted Secret: cert-manager or your own) or CertModeSelfManaged (the
+	// webhook keeps a CA and serving certificate in CertSecretName, writes
+	// them to CertDir and injects the CA into both webhook configurations).
+	CertMode string
+	// CertSecretName, ServiceName and the two webhook configuration names
+	// are what CertModeSelfManaged manages.
+	CertSecretName                 string
+	ServiceName                    string
+	MutatingWebhookConfiguration   string
+	ValidatingWebhookConfiguration string
 	// EnableHTTP2 serves the webhooks over HTTP/2 too. Off by default, as
 	// kubebuilder does, because of the HTTP/2 rapid-reset and stream
 	// cancellation CVEs (CVE-2023-44487, CVE-2023-39325).
 	EnableHTTP2 bool
 }
 
+// Certificate modes.
+const (
+	CertModeFiles       = "files"
+	CertModeSelfManaged = "self-managed"
+)
+
 // Default returns the documented defaults.
 func Default() Config {
 	o := mutate.DefaultOptions()
 	ns := os.Getenv("POD_NAMESPACE")
 	return Config{
-		Options:                o,
-		CertDir:                "/tmp/k8s-webhook-server/serving-certs",
-		Port:                   9443,
-		MetricsBindAddress:     ":8080",
-		HealthProbeBindAddress: ":8081",
-		ShutdownDelay:          10 * time.Second,
-		DrainTimeout:           20 * time.Second,
-		Namespace:              ns,
+		Options:                        o,
+		CertDir:                        "/tmp/k8s-webhook-server/serving-certs",
+		Port:                           9443,
+		MetricsBindAddress:             ":8080",
+		HealthProbeBindAddress:         ":8081",
+		ShutdownDelay:                  10 * time.Second,
+		DrainTimeout:                   20 * time.Second,
+		Namespace:                      ns,
+		CertMode:                       CertModeFiles,
+		CertSecretName:                 "graceguard-certs",
+		ServiceName:                    "graceguard",
+		MutatingWebhookConfiguration:   "graceguard",
+		ValidatingWebhookConfiguration: "graceguard",
 	}
 }
 
@@ -72,6 +94,11 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.Var(durationValue{&c.ShutdownDelay}, "shutdown-delay", "keep serving this long after SIGTERM while /readyz fails, so routes to this replica are withdrawn first")
 	fs.Var(durationValue{&c.DrainTimeout}, "drain-timeout", "after the shutdown delay, wait at most this long for in-flight reviews")
 	fs.StringVar(&c.Namespace, "namespace", c.Namespace, "graceguard's own namespace, never mutated (default $POD_NAMESPACE)")
+	fs.StringVar(&c.CertMode, "cert-mode", c.CertMode, "files: serve tls.crt/tls.key from --cert-dir; self-managed: keep a CA and certificate in --cert-secret-name and inject the CA into the webhook configurations")
+	fs.StringVar(&c.CertSecretName, "cert-secret-name", c.CertSecretName, "self-managed: the Secret (in --namespace) holding the CA and serving certificate")
+	fs.StringVar(&c.ServiceName, "service-name", c.ServiceName, "self-managed: the webhook's Service, whose DNS names the certificate covers")
+	fs.StringVar(&c.MutatingWebhookConfiguration, "mutating-webhook-configuration", c.MutatingWebhookConfiguration, "self-managed: the MutatingWebhookConfiguration to inject the CA into")
+	fs.StringVar(&c.ValidatingWebhookConfiguration, "validating-webhook-configuration", c.ValidatingWebhookConfiguration, "self-managed: the ValidatingWebhookConfiguration to inject the CA into")
 	fs.BoolVar(&c.EnableHTTP2, "enable-http2", c.EnableHTTP2, "serve the webhooks over HTTP/2 as well as HTTP/1.1 (off: HTTP/2 rapid-reset CVEs)")
 }
 
@@ -113,6 +140,15 @@ func (c Config) Validate() error {
 	}
 	if c.DrainTimeout < time.Second || c.DrainTimeout > 5*time.Minute {
 		errs = append(errs, fmt.Errorf("--drain-timeout=%s: want 1s to 5m", c.DrainTimeout))
+	}
+	switch c.CertMode {
+	case CertModeFiles:
+	case CertModeSelfManaged:
+		if c.Namespace == "" {
+			errs = append(errs, errors.New("--namespace: required with --cert-mode=self-managed (the Secret's namespace; default $POD_NAMESPACE)"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--cert-mode=%q: want %q or %q", c.CertMode, CertModeFiles, CertModeSelfManaged))
 	}
 	return errors.Join(errs...)
 }

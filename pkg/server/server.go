@@ -22,6 +22,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -34,6 +35,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/graceguard/graceguard/pkg/certs"
 	"github.com/graceguard/graceguard/pkg/config"
 	"github.com/graceguard/graceguard/pkg/webhook"
 )
@@ -97,6 +99,17 @@ func Run(ctx context.Context, cfg config.Config, opts ...Option) error {
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(corev1.AddToScheme(scheme))
+	// The certificate rotator reads and updates the webhook configurations.
+	utilruntime.Must(admissionregistrationv1.AddToScheme(scheme))
+
+	var whServer crwebhook.Server = crwebhook.NewServer(crwebhook.Options{Host: o.host, Port: cfg.Port, CertDir: cfg.CertDir, TLSOpts: tlsOptions(cfg)})
+	var certsReady chan struct{}
+	if cfg.CertMode == config.CertModeSelfManaged {
+		// controller-runtime reads tls.crt when the server starts: start it
+		// only once the rotator has written the certificates.
+		certsReady = make(chan struct{})
+		whServer = afterReady{Server: whServer, ready: certsReady}
+	}
 	// The manager's own health probe server answers 500 when a check
 	// fails and cannot tell "starting" from "shutting down"; graceguard
 	// serves its probes itself (healthServer) and turns it off here.
@@ -108,7 +121,7 @@ func Run(ctx context.Context, cfg config.Config, opts ...Option) error {
 		// controller-runtime's webhook server (v0.25) reloads tls.crt and
 		// tls.key from CertDir with a certwatcher whenever GetCertificate
 		// is not set in TLSOpts, as here.
-		WebhookServer: crwebhook.NewServer(crwebhook.Options{Host: o.host, Port: cfg.Port, CertDir: cfg.CertDir, TLSOpts: tlsOptions(cfg)}),
+		WebhookServer: whServer,
 		// Bounds the drain: the manager gives up after this and Start
 		// returns an error. The webhook server's own http.Server.Shutdown
 		// also stops waiting after a fixed minute, so a --drain-timeout
@@ -117,6 +130,19 @@ func Run(ctx context.Context, cfg config.Config, opts ...Option) error {
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
+	}
+
+	if certsReady != nil {
+		if err := certs.AddRotator(mgr, certs.Config{
+			Namespace:                      cfg.Namespace,
+			SecretName:                     cfg.CertSecretName,
+			ServiceName:                    cfg.ServiceName,
+			MutatingWebhookConfiguration:   cfg.MutatingWebhookConfiguration,
+			ValidatingWebhookConfiguration: cfg.ValidatingWebhookConfiguration,
+			CertDir:                        cfg.CertDir,
+		}, certsReady); err != nil {
+			return err
+		}
 	}
 
 	if o.namespaces == nil {
@@ -250,4 +276,20 @@ func tlsOptions(cfg config.Config) []func(*tls.Config) {
 		return nil
 	}
 	return []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}
+}
+
+// afterReady is a webhook server that starts serving only once ready is
+// closed; until then its StartedChecker fails, so /readyz does too.
+type afterReady struct {
+	crwebhook.Server
+	ready <-chan struct{}
+}
+
+func (a afterReady) Start(ctx context.Context) error {
+	select {
+	case <-a.ready:
+	case <-ctx.Done():
+		return nil
+	}
+	return a.Server.Start(ctx)
 }

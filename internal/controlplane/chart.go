@@ -1,0 +1,131 @@
+package controlplane
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"path/filepath"
+	"runtime"
+
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/common"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+// KubeVersion is the Kubernetes version the chart is rendered for.
+const KubeVersion = "v1.37.2"
+
+// ChartDir is charts/graceguard in this repository.
+func ChartDir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "charts", "graceguard")
+}
+
+// Webhooks are the admission configurations the chart installs.
+type Webhooks struct {
+	Mutating   []*admissionv1.MutatingWebhookConfiguration
+	Validating []*admissionv1.ValidatingWebhookConfiguration
+}
+
+// RenderWebhooks renders the chart like `helm template` and returns its
+// webhook configurations, so tests and the demo register exactly what an
+// install ships (rules, selectors, matchConditions, failure policies).
+func RenderWebhooks(releaseName, namespace string, values map[string]any) (Webhooks, error) {
+	ch, err := loader.Load(ChartDir())
+	if err != nil {
+		return Webhooks{}, fmt.Errorf("loading the chart: %w", err)
+	}
+	inst := action.NewInstall(action.NewConfiguration())
+	inst.DryRunStrategy = action.DryRunClient
+	inst.Replace = true
+	inst.ReleaseName = releaseName
+	inst.Namespace = namespace
+	// Client-side rendering knows no cluster; render for the Kubernetes
+	// minor this module's k8s.io/api matches.
+	if inst.KubeVersion, err = common.ParseKubeVersion(KubeVersion); err != nil {
+		return Webhooks{}, err
+	}
+	if values == nil {
+		values = map[string]any{}
+	}
+	rel, err := inst.Run(ch, values)
+	if err != nil {
+		return Webhooks{}, fmt.Errorf("rendering the chart: %w", err)
+	}
+	r, ok := rel.(*release.Release)
+	if !ok {
+		return Webhooks{}, fmt.Errorf("rendering the chart: unexpected release type %T", rel)
+	}
+	return parseWebhooks(r.Manifest)
+}
+
+func parseWebhooks(manifest string) (Webhooks, error) {
+	var w Webhooks
+	rd := utilyaml.NewYAMLReader(bufioReader(manifest))
+	for {
+		doc, err := rd.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return w, err
+		}
+		var meta struct {
+			Kind string `json:"kind"`
+		}
+		if err := yaml.Unmarshal(doc, &meta); err != nil {
+			return w, err
+		}
+		switch meta.Kind {
+		case "MutatingWebhookConfiguration":
+			m := &admissionv1.MutatingWebhookConfiguration{}
+			if err := yaml.UnmarshalStrict(doc, m); err != nil {
+				return w, err
+			}
+			w.Mutating = append(w.Mutating, m)
+		case "ValidatingWebhookConfiguration":
+			v := &admissionv1.ValidatingWebhookConfiguration{}
+			if err := yaml.UnmarshalStrict(doc, v); err != nil {
+				return w, err
+			}
+			w.Validating = append(w.Validating, v)
+		}
+	}
+	if len(w.Mutating) == 0 || len(w.Validating) == 0 {
+		return w, fmt.Errorf("the chart rendered %d mutating and %d validating webhook configurations, want both", len(w.Mutating), len(w.Validating))
+	}
+	return w, nil
+}
+
+// PointAt rewrites every webhook's client config to call url+path directly,
+// as envtest and the demo do instead of going through a Service.
+func (w Webhooks) PointAt(base string) {
+	set := func(cc *admissionv1.WebhookClientConfig) {
+		if cc.Service == nil {
+			return
+		}
+		path := ""
+		if cc.Service.Path != nil {
+			path = *cc.Service.Path
+		}
+		u := base + path
+		cc.URL, cc.Service = &u, nil
+	}
+	for _, m := range w.Mutating {
+		for i := range m.Webhooks {
+			set(&m.Webhooks[i].ClientConfig)
+		}
+	}
+	for _, v := range w.Validating {
+		for i := range v.Webhooks {
+			set(&v.Webhooks[i].ClientConfig)
+		}
+	}
+}
+
+func bufioReader(s string) *bufio.Reader { return bufio.NewReader(bytes.NewBufferString(s)) }

@@ -1,0 +1,319 @@
+package chart_test
+
+import (
+	"bufio"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
+)
+
+// modes are values exercising each certificate mode, for lint and stability.
+var modes = map[string]string{
+	"self-managed (default)":     "",
+	"cert-manager, own CA":       "certificates: {mode: cert-manager}",
+	"cert-manager, given issuer": "certificates: {mode: cert-manager, certManager: {issuerRef: {name: corp, kind: ClusterIssuer}}}",
+	"secret": "certificates: {mode: secret, secret: {name: my-tls, caBundle: " +
+		base64.StdEncoding.EncodeToString([]byte(caPEM)) + "}}",
+}
+
+func TestLintPassesForEveryCertificateMode(t *testing.T) {
+	for name, y := range modes {
+		t.Run(name, func(t *testing.T) {
+			l := action.NewLint()
+			l.Strict = true
+			l.Namespace = namespace
+			res := l.Run([]string{chartDir}, values(t, y))
+			for _, m := range res.Messages {
+				if m.Severity >= support.WarningSev {
+					t.Errorf("lint: %s", m)
+				}
+			}
+			for _, err := range res.Errors {
+				t.Errorf("lint error: %v", err)
+			}
+			if res.TotalChartsLinted != 1 {
+				t.Errorf("linted %d charts, want 1", res.TotalChartsLinted)
+			}
+		})
+	}
+}
+
+func TestLintCatchesABrokenValue(t *testing.T) {
+	// Proves the lint test can fail. Lint checks the schema, but renders
+	// with `fail` and `required` turned into no-ops (Helm's LintMode), so
+	// the cross-field checks are exercised by rendering, below.
+	l := action.NewLint()
+	l.Namespace = namespace
+	res := l.Run([]string{chartDir}, values(t, "replicaCount: 0"))
+	if len(res.Errors) == 0 {
+		t.Fatal("lint passed replicaCount 0")
+	}
+	mustContain(t, "the lint error", fmt.Sprint(res.Errors), "/replicaCount")
+}
+
+func TestSchemaRejectsBadValuesReadably(t *testing.T) {
+	for _, c := range []struct {
+		name, values string
+		want         []string
+	}{
+		{"no replicas", "replicaCount: 0", []string{"/replicaCount", "minimum: got 0, want 1"}},
+		{"too many replicas", "replicaCount: 50", []string{"/replicaCount", "maximum: got 50, want 10"}},
+		{"a failure policy that does not exist", "webhooks: {mutatePods: {failurePolicy: Sometimes}}", []string{"/webhooks/mutatePods/failurePolicy", "'Fail', 'Ignore'"}},
+		{"a misspelt top-level key", "replicaz: 3", []string{"additional properties 'replicaz' not allowed"}},
+		{"a misspelt nested key", "shutdown: {delayy: 3s}", []string{"/shutdown", "additional properties 'delayy' not allowed"}},
+		{"a duration in words", "shutdown: {delay: 10 seconds}", []string{"/shutdown/delay", "'10 seconds' does not match pattern"}},
+		{"a negative duration", "config: {defaultMaxWork: -5s}", []string{"/config/defaultMaxWork", "does not match pattern"}},
+		{"a webhook timeout over the API's 30s", "webhooks: {validatePods: {timeoutSeconds: 31}}", []string{"/webhooks/validatePods/timeoutSeconds", "maximum: got 31, want 30"}},
+		{"a webhook timeout of zero", "webhooks: {validateWorkloads: {timeoutSeconds: 0}}", []string{"/webhooks/validateWorkloads/timeoutSeconds", "minimum"}},
+		{"an unknown certificate mode", "certificates: {mode: vault}", []string{"/certificates/mode", "'self-managed', 'cert-manager', 'secret'"}},
+		{"a privileged port for a non-root process", "ports: {webhook: 443}", []string{"/ports/webhook", "minimum: got 443"}},
+		{"an unknown prestop handler", "config: {prestopHandler: httpGet}", []string{"/config/prestopHandler", "'sleep', 'exec', 'none'"}},
+		{"an excluded namespace that is no name", "config: {excludedNamespaces: [Kube_System]}", []string{"/config/excludedNamespaces/0", "does not match pattern"}},
+		{"an unconfined seccomp profile", "podSecurityContext: {seccompProfile: {type: Unconfined}}", []string{"/podSecurityContext/seccompProfile/type", "'RuntimeDefault', 'Localhost'"}},
+		{"a preStop sleep over 5 minutes", "shutdown: {preStopSleepSeconds: 400, terminationGracePeriodSeconds: 600}", []string{"/shutdown/preStopSleepSeconds", "maximum"}},
+		{"a caBundle that is not base64", "certificates: {secret: {caBundle: 'not base64!'}}", []string{"/certificates/secret/caBundle", "does not match pattern"}},
+		{"a bad image digest", "image: {digest: latest}", []string{"/image/digest", "does not match pattern"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := renderErr(t, c.values)
+			mustContain(t, "the error", err, c.want...)
+			mustContain(t, "the error", err, "values don't meet the specifications of the schema")
+		})
+	}
+}
+
+func TestGraceMustCoverOwnShutdown(t *testing.T) {
+	for _, c := range []struct {
+		name, values string
+		want         string // "" means it renders
+	}{
+		{"defaults: 5 + 10 + 15 + 5 = 35 <= 40", "", ""},
+		{"exactly the sum", "shutdown: {terminationGracePeriodSeconds: 35}", ""},
+		{"one second short", "shutdown: {terminationGracePeriodSeconds: 34}",
+			"shutdown.terminationGracePeriodSeconds: 34 is too short: graceguard's own shutdown needs at least 35 (preStopSleepSeconds 5s + delay 10s + drainTimeout 15s + margin 5s); raise it to 35"},
+		{"the Kubernetes default of 30", "shutdown: {terminationGracePeriodSeconds: 30}",
+			"needs at least 35 (preStopSleepSeconds 5s + delay 10s + drainTimeout 15s + margin 5s)"},
+		{"milliseconds round up, minutes count 60", "shutdown: {preStopSleepSeconds: 0, delay: 1500ms, drainTimeout: 1m, terminationGracePeriodSeconds: 66}",
+			"needs at least 67 (preStopSleepSeconds 0s + delay 2s + drainTimeout 60s + margin 5s)"},
+		{"the same, long enough", "shutdown: {preStopSleepSeconds: 0, delay: 1500ms, drainTimeout: 1m, terminationGracePeriodSeconds: 67}", ""},
+		{"bare seconds and compound durations", "shutdown: {preStopSleepSeconds: 10, delay: 20, drainTimeout: 1m30s, terminationGracePeriodSeconds: 120}",
+			"needs at least 125 (preStopSleepSeconds 10s + delay 20s + drainTimeout 90s + margin 5s)"},
+		{"fractional hours", "shutdown: {preStopSleepSeconds: 0, delay: 0, drainTimeout: 0.05h, terminationGracePeriodSeconds: 180}",
+			"needs at least 185 (preStopSleepSeconds 0s + delay 0s + drainTimeout 180s + margin 5s)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.want == "" {
+				render(t, c.values)
+				return
+			}
+			mustContain(t, "the error", renderErr(t, c.values), c.want)
+		})
+	}
+}
+
+func TestOtherCrossFieldChecks(t *testing.T) {
+	for _, c := range []struct{ name, values, want string }{
+		{"a budget that can never be met blocks drains", "replicaCount: 2\npodDisruptionBudget: {minAvailable: 2}",
+			"podDisruptionBudget.minAvailable: 2 must be less than replicaCount 2"},
+		{"one replica with the default budget", "replicaCount: 1",
+			"raise replicaCount or set podDisruptionBudget.enabled=false"},
+		{"a cap below the default budget", "config: {maxGracePeriod: 20s}",
+			"config.maxGracePeriod: 20s (20s) is less than the default budget 30s (defaultRoutingDelay 5s + defaultMaxWork 20s + defaultCleanup 2s + defaultSafetyMargin 3s)"},
+		{"a shutdown delay over 5m", "shutdown: {delay: 6m, terminationGracePeriodSeconds: 600}",
+			"shutdown.delay: 6m is out of range; want 0 to 5m"},
+		{"no drain at all", "shutdown: {drainTimeout: 0}",
+			"shutdown.drainTimeout: 0 is out of range; want 1s to 5m"},
+		{"a default over 1h", "config: {defaultMaxWork: 2h}",
+			"config.defaultMaxWork: 2h is out of range; want 0 to 1h"},
+		{"renewing before issuing", "certificates: {mode: cert-manager, certManager: {renewBefore: 3000h}}",
+			"certificates.certManager.renewBefore: 3000h must be shorter than duration 2160h"},
+		{"two servers on one port", "ports: {health: 9443}",
+			"ports.health: 9443 is also ports.webhook"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mustContain(t, "the error", renderErr(t, c.values), c.want)
+		})
+	}
+}
+
+func TestRenderingIsStableAcrossUpgrades(t *testing.T) {
+	for name, y := range modes {
+		t.Run(name, func(t *testing.T) {
+			var out []string
+			for _, upgrade := range []bool{false, false, true} {
+				rel, err := renderChart(values(t, y), renderOpts{upgrade: upgrade})
+				if err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, rel.Manifest)
+			}
+			if out[0] != out[1] {
+				t.Errorf("two installs render differently (random data in a template?):\n%s", firstDiff(out[0], out[1]))
+			}
+			if out[0] != out[2] {
+				t.Errorf("an upgrade renders differently from an install:\n%s", firstDiff(out[0], out[2]))
+			}
+		})
+	}
+}
+
+func firstDiff(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := range min(len(al), len(bl)) {
+		if al[i] != bl[i] {
+			return fmt.Sprintf("line %d:\n- %s\n+ %s", i+1, al[i], bl[i])
+		}
+	}
+	return fmt.Sprintf("lengths %d and %d lines", len(al), len(bl))
+}
+
+// Functions whose output depends on the time, chance or the cluster. Two
+// offline renders cannot catch lookup: it returns nothing offline and the
+// live object during `helm upgrade`.
+var unstableFuncs = regexp.MustCompile(`\b(lookup|genCA|genPrivateKey|genSelfSignedCert|genSignedCert|randAlphaNum|randAlpha|randNumeric|randAscii|randBytes|uuidv4|now|date|dateInZone|htmlDate)\b`)
+
+func TestTemplatesUseNothingThatChangesBetweenRenders(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(chartDir, "templates", "*"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no templates (%v)", err)
+	}
+	actions := regexp.MustCompile(`(?s)\{\{.*?\}\}`)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range actions.FindAllString(string(b), -1) {
+			if strings.HasPrefix(a, "{{/*") || strings.HasPrefix(a, "{{- /*") {
+				continue
+			}
+			if m := unstableFuncs.FindString(a); m != "" {
+				t.Errorf("%s: %s calls %s", filepath.Base(f), a, m)
+			}
+		}
+	}
+}
+
+func TestKubernetesVersion(t *testing.T) {
+	if _, err := renderChart(values(t, ""), renderOpts{kubeVersion: "v1.29.9"}); err == nil || !strings.Contains(err.Error(), "kubeVersion") {
+		t.Errorf("rendering for 1.29 = %v, want a kubeVersion error (matchConditions and the sleep action need 1.30)", err)
+	}
+	for _, v := range []string{"v1.30.0", "v1.37.2", "v1.33.4-gke.1245000"} {
+		if _, err := renderChart(values(t, ""), renderOpts{kubeVersion: v}); err != nil {
+			t.Errorf("rendering for %s: %v", v, err)
+		}
+	}
+}
+
+// TestSchemaIsClosedAndBounded walks values.schema.json: every object that
+// lists properties refuses others, every integer has a minimum and a
+// maximum, and every string with an enum or pattern is one the defaults meet.
+func TestSchemaIsClosedAndBounded(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(chartDir, "values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(b, &schema); err != nil {
+		t.Fatal(err)
+	}
+	var walk func(path string, n any)
+	walk = func(path string, n any) {
+		switch v := n.(type) {
+		case map[string]any:
+			if _, ok := v["properties"]; ok {
+				if ap, ok := v["additionalProperties"]; !ok || ap != false {
+					t.Errorf("%s: object with properties allows others (additionalProperties %v)", path, ap)
+				}
+			}
+			if v["type"] == "integer" || (isList(v["type"]) && contains(v["type"], "integer")) {
+				if _, ok := v["minimum"]; !ok {
+					t.Errorf("%s: integer without minimum", path)
+				}
+				if _, ok := v["maximum"]; !ok {
+					t.Errorf("%s: integer without maximum", path)
+				}
+			}
+			for k, c := range v {
+				walk(path+"/"+k, c)
+			}
+		case []any:
+			for i, c := range v {
+				walk(fmt.Sprintf("%s/%d", path, i), c)
+			}
+		}
+	}
+	walk("#", schema)
+}
+
+func isList(v any) bool { _, ok := v.([]any); return ok }
+
+func contains(list any, s string) bool {
+	for _, x := range list.([]any) {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestEveryValueIsDocumented checks values.yaml the way helm-docs reads it:
+// every key carries a `# --` comment, or sits under a key that does.
+func TestEveryValueIsDocumented(t *testing.T) {
+	f, err := os.Open(filepath.Join(chartDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	keyLine := regexp.MustCompile(`^(\s*)([A-Za-z][\w./-]*):(.*)$`)
+	type frame struct {
+		indent     int
+		documented bool
+	}
+	var stack []frame
+	var comment []string
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(trimmed, "#"):
+			comment = append(comment, trimmed)
+			continue
+		case trimmed == "":
+			comment = nil
+			continue
+		}
+		m := keyLine.FindStringSubmatch(line)
+		if m == nil { // a list item or a block scalar line
+			comment = nil
+			continue
+		}
+		indent := len(m[1])
+		for len(stack) > 0 && stack[len(stack)-1].indent >= indent {
+			stack = stack[:len(stack)-1]
+		}
+		inherited := len(stack) > 0 && stack[len(stack)-1].documented
+		own := len(comment) > 0 && strings.HasPrefix(comment[0], "# --")
+		for _, c := range comment {
+			own = own || strings.HasPrefix(c, "# --")
+		}
+		leaf := strings.TrimSpace(m[3]) != ""
+		if leaf && !own && !inherited {
+			t.Errorf("values.yaml:%d: %s has no `# --` comment", n, strings.TrimSpace(m[2]))
+		}
+		stack = append(stack, frame{indent, own || inherited})
+		comment = nil
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+}

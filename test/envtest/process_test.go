@@ -1,0 +1,84 @@
+package envtest_test
+
+import (
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gexec"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// webhookBinary builds cmd/webhook once per suite run.
+var webhookBinary = func() func() string {
+	var path string
+	return func() string {
+		GinkgoHelper()
+		if path == "" {
+			var err error
+			path, err = gexec.Build("github.com/graceguard/graceguard/cmd/webhook")
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(gexec.CleanupBuildArtifacts)
+		}
+		return path
+	}
+}()
+
+// kubeconfig writes a kubeconfig for the envtest API server.
+func kubeconfig() string {
+	GinkgoHelper()
+	c := cp.Config
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: c.Host, CertificateAuthorityData: c.CAData}
+	kc.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{ClientCertificateData: c.CertData, ClientKeyData: c.KeyData, Token: c.BearerToken}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest"}
+	kc.CurrentContext = "envtest"
+	path := filepath.Join(GinkgoT().TempDir(), "kubeconfig")
+	Expect(clientcmd.WriteToFile(*kc, path)).To(Succeed())
+	return path
+}
+
+// replica is one real graceguard webhook process.
+type replica struct {
+	session      *gexec.Session
+	port, health int
+	certDir      string
+}
+
+// startReplica runs cmd/webhook against the envtest API server, on
+// loopback ports of its own; extra flags are appended.
+func startReplica(name string, extra ...string) *replica {
+	GinkgoHelper()
+	r := &replica{port: freePort(), health: freePort(), certDir: GinkgoT().TempDir()}
+	args := append([]string{
+		"--kubeconfig=" + kubeconfig(),
+		"--port=" + strconv.Itoa(r.port),
+		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(r.health),
+		"--metrics-bind-address=0",
+		"--cert-dir=" + r.certDir,
+	}, extra...)
+	cmd := exec.Command(webhookBinary(), args...)
+	cmd.Env = append(os.Environ(), "POD_NAMESPACE=")
+	var err error
+	r.session, err = gexec.Start(cmd, GinkgoWriter, GinkgoWriter)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() {
+		r.session.Terminate()
+		Eventually(r.session, 30*time.Second).Should(gexec.Exit())
+	})
+	return r
+}
+
+func (r *replica) readyz() int { return readyz(r.health) }
+
+// waitReady waits for /readyz to pass.
+func (r *replica) waitReady(timeout time.Duration) {
+	GinkgoHelper()
+	Eventually(r.readyz, timeout, 100*time.Millisecond).Should(Equal(http.StatusOK), "replica on port %d never became ready", r.port)
+}

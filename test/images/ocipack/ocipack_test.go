@@ -1,0 +1,202 @@
+package ocipack_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/graceguard/graceguard/test/images/ocipack"
+)
+
+// readArchive returns every regular file of an archive by name.
+func readArchive(t *testing.T, path string) map[string][]byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	files := map[string][]byte{}
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return files
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			b, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[h.Name] = b
+		}
+	}
+}
+
+func blob(t *testing.T, files map[string][]byte, digest string) []byte {
+	t.Helper()
+	b, ok := files["blobs/"+strings.Replace(digest, ":", "/", 1)]
+	if !ok {
+		t.Fatalf("blob %s missing from the archive", digest)
+	}
+	return b
+}
+
+type descriptor struct {
+	MediaType   string            `json:"mediaType"`
+	Digest      string            `json:"digest"`
+	Annotations map[string]string `json:"annotations"`
+	Platform    *struct {
+		OS           string `json:"os"`
+		Architecture string `json:"architecture"`
+	} `json:"platform"`
+}
+
+func TestWriteIsAnImportableSingleLayerOCIArchive(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "app")
+	payload := []byte("#!not really an ELF, the packer does not care\n")
+	if err := os.WriteFile(bin, payload, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(dir, "app.tar")
+	res, err := ocipack.Write(archive, ocipack.Image{
+		Name: "registry.local/app:v1", Binary: bin, User: "65532:65532", ExposedPorts: []string{"8080/tcp"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := readArchive(t, archive)
+	if string(files["oci-layout"]) != `{"imageLayoutVersion":"1.0.0"}` && !strings.Contains(string(files["oci-layout"]), "1.0.0") {
+		t.Errorf("oci-layout = %q", files["oci-layout"])
+	}
+
+	var index struct{ Manifests []descriptor }
+	if err := json.Unmarshal(files["index.json"], &index); err != nil {
+		t.Fatalf("index.json: %v", err)
+	}
+	if len(index.Manifests) != 1 {
+		t.Fatalf("index.json has %d manifests, want 1", len(index.Manifests))
+	}
+	m := index.Manifests[0]
+	if got := m.Annotations[ocipack.AnnotationImageName]; got != "registry.local/app:v1" {
+		t.Errorf("ctr would name the image %q, want registry.local/app:v1", got)
+	}
+	if got := m.Annotations[ocipack.AnnotationRefName]; got != "v1" {
+		t.Errorf("ref.name = %q, want v1", got)
+	}
+	if m.Digest != res.Digest || m.MediaType != "application/vnd.oci.image.manifest.v1+json" {
+		t.Errorf("manifest descriptor = %+v, result digest %s", m, res.Digest)
+	}
+	if m.Platform == nil || m.Platform.OS != "linux" || m.Platform.Architecture != runtime.GOARCH {
+		t.Errorf("platform = %+v", m.Platform)
+	}
+
+	var manifest struct {
+		Config descriptor
+		Layers []descriptor
+	}
+	if err := json.Unmarshal(blob(t, files, m.Digest), &manifest); err != nil {
+		t.Fatal(err)
+	}
+	if manifest.Config.MediaType != "application/vnd.oci.image.config.v1+json" || len(manifest.Layers) != 1 ||
+		manifest.Layers[0].MediaType != "application/vnd.oci.image.layer.v1.tar+gzip" {
+		t.Fatalf("manifest = %+v, want an OCI config and one gzip layer", manifest)
+	}
+	var config struct {
+		OS, Architecture string
+		Config           struct {
+			Entrypoint   []string
+			User         string
+			ExposedPorts map[string]struct{}
+		}
+	}
+	if err := json.Unmarshal(blob(t, files, manifest.Config.Digest), &config); err != nil {
+		t.Fatal(err)
+	}
+	if config.OS != "linux" || len(config.Config.Entrypoint) != 1 || config.Config.Entrypoint[0] != "/app" ||
+		config.Config.User != "65532:65532" || len(config.Config.ExposedPorts) != 1 {
+		t.Errorf("config = %+v", config)
+	}
+
+	zr, err := gzip.NewReader(bytes.NewReader(blob(t, files, manifest.Layers[0].Digest)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	entries := map[string]*tar.Header{}
+	var content []byte
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries[h.Name] = h
+		if h.Name == "app" {
+			content, _ = io.ReadAll(tr)
+		}
+	}
+	if h := entries["app"]; h == nil || h.Mode != 0o755 || !bytes.Equal(content, payload) {
+		t.Errorf("layer lacks the executable binary at /app: %+v", h)
+	}
+	if h := entries["tmp/"]; h == nil || h.Mode != 0o1777 {
+		t.Errorf("layer lacks a sticky world-writable /tmp: %+v", h)
+	}
+}
+
+func TestWriteIsReproducible(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "pause")
+	if err := os.WriteFile(bin, []byte("binary"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	img := ocipack.Image{Name: "registry.local/pause:3.10", Binary: bin, Path: "/usr/local/bin/pause"}
+	a, err := ocipack.Write(filepath.Join(dir, "a.tar"), img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ocipack.Write(filepath.Join(dir, "b.tar"), img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Digest != b.Digest {
+		t.Errorf("two packs of the same binary differ: %s vs %s", a.Digest, b.Digest)
+	}
+	fa, _ := os.ReadFile(a.Archive)
+	fb, _ := os.ReadFile(b.Archive)
+	if !bytes.Equal(fa, fb) {
+		t.Error("two packs of the same binary are not byte-identical archives")
+	}
+}
+
+func TestNamesWithoutRegistryOrTagAreRefused(t *testing.T) {
+	for _, tc := range []struct{ name, want string }{
+		{"pause:3.10", "registry"},
+		{"team/app:v1", "registry"},
+		{"registry.local/pause", "registry.local/app:v1"},
+		{"Registry.local/UPPER:1", "image name"},
+		{"localhost/pause:1", ""},
+		{"registry.local:5000/team/app:v2", ""},
+	} {
+		err := ocipack.ValidateName(tc.name)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: unexpected error %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: error %v, want one mentioning %q", tc.name, err, tc.want)
+		}
+	}
+}
