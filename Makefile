@@ -33,8 +33,12 @@ vet: chart-docs-check ## Check formatting, go vet, and that the chart README is 
 	$(GO) vet ./...
 
 .PHONY: golden
-golden: ## Regenerate golden files after an intended change (review the diff!).
-	UPDATE_GOLDEN=1 $(GO) test ./pkg/mutate/ ./pkg/cli/
+golden: ## Regenerate golden files and generated docs after an intended change (review the diff!).
+	UPDATE_GOLDEN=1 $(GO) test ./pkg/mutate/ ./pkg/cli/ ./internal/chart/
+
+.PHONY: manifests
+manifests: ## Regenerate config/install.yaml (the chart's defaults, for kubectl apply).
+	UPDATE_GOLDEN=1 $(GO) test ./internal/chart/ -run TestInstallManifestIsCurrent
 
 ##@ Testing
 

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/graceguard/graceguard/internal/chart"
 	"github.com/graceguard/graceguard/pkg/config"
 	"github.com/graceguard/graceguard/pkg/mutate"
 	"github.com/graceguard/graceguard/pkg/server"
@@ -52,7 +53,7 @@ type ControlPlane struct {
 	Env      *envtest.Environment
 	Config   *rest.Config
 	Client   kubernetes.Interface
-	Webhooks Webhooks
+	Webhooks chart.Webhooks
 	// ServerConfig is what the graceguard server runs with.
 	ServerConfig config.Config
 	// WebhookURL is https://127.0.0.1:PORT, the graceguard server.
@@ -83,7 +84,7 @@ func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 	if o.Log.GetSink() == nil {
 		o.Log = logr.Discard()
 	}
-	hooks, err := RenderWebhooks("graceguard", o.ReleaseNamespace, o.Values)
+	hooks, err := chart.RenderWebhooks("graceguard", o.ReleaseNamespace, o.Values)
 	if err != nil {
 		return nil, err
 	}

@@ -18,14 +18,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/graceguard/graceguard/internal/controlplane"
+	"github.com/graceguard/graceguard/internal/chart"
 )
 
 var _ = Describe("self-managed certificates", func() {
 	It("lets two replicas converge on one Secret, serve its certificate and inject its CA into both webhook configurations", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "gg-certs", nil, nil)
 		const release = "gg-certs"
-		hooks, err := controlplane.RenderWebhooks(release, ns, map[string]any{"certificates": map[string]any{"mode": "self-managed"}})
+		hooks, err := chart.RenderWebhooks(release, ns, map[string]any{"certificates": map[string]any{"mode": "self-managed"}})
 		Expect(err).NotTo(HaveOccurred())
 		// These copies only receive the CA: they must never select a Pod.
 		never := &metav1.LabelSelector{MatchLabels: map[string]string{"test.graceguard.io/never": "true"}}

@@ -1,4 +1,7 @@
-package controlplane
+// Package chart renders charts/graceguard with the Helm SDK, as `helm
+// template` does, for the envtest suite, the demo and config/install.yaml:
+// all of them use exactly what an install ships.
+package chart
 
 import (
 	"bufio"
@@ -36,9 +39,18 @@ type Webhooks struct {
 // webhook configurations, so tests and the demo register exactly what an
 // install ships (rules, selectors, matchConditions, failure policies).
 func RenderWebhooks(releaseName, namespace string, values map[string]any) (Webhooks, error) {
+	manifest, err := Render(releaseName, namespace, values)
+	if err != nil {
+		return Webhooks{}, err
+	}
+	return parseWebhooks(manifest)
+}
+
+// Render renders the chart like `helm template` and returns the manifest.
+func Render(releaseName, namespace string, values map[string]any) (string, error) {
 	ch, err := loader.Load(ChartDir())
 	if err != nil {
-		return Webhooks{}, fmt.Errorf("loading the chart: %w", err)
+		return "", fmt.Errorf("loading the chart: %w", err)
 	}
 	inst := action.NewInstall(action.NewConfiguration())
 	inst.DryRunStrategy = action.DryRunClient
@@ -48,20 +60,20 @@ func RenderWebhooks(releaseName, namespace string, values map[string]any) (Webho
 	// Client-side rendering knows no cluster; render for the Kubernetes
 	// minor this module's k8s.io/api matches.
 	if inst.KubeVersion, err = common.ParseKubeVersion(KubeVersion); err != nil {
-		return Webhooks{}, err
+		return "", err
 	}
 	if values == nil {
 		values = map[string]any{}
 	}
 	rel, err := inst.Run(ch, values)
 	if err != nil {
-		return Webhooks{}, fmt.Errorf("rendering the chart: %w", err)
+		return "", fmt.Errorf("rendering the chart: %w", err)
 	}
 	r, ok := rel.(*release.Release)
 	if !ok {
-		return Webhooks{}, fmt.Errorf("rendering the chart: unexpected release type %T", rel)
+		return "", fmt.Errorf("rendering the chart: unexpected release type %T", rel)
 	}
-	return parseWebhooks(r.Manifest)
+	return r.Manifest, nil
 }
 
 func parseWebhooks(manifest string) (Webhooks, error) {
@@ -129,3 +141,17 @@ func (w Webhooks) PointAt(base string) {
 }
 
 func bufioReader(s string) *bufio.Reader { return bufio.NewReader(bytes.NewBufferString(s)) }
+
+// InstallManifest is config/install.yaml: the chart with its default
+// values in namespace graceguard-system, preceded by the Namespace, for
+// people who install with `kubectl apply` instead of Helm.
+func InstallManifest() (string, error) {
+	const ns = "graceguard-system"
+	m, err := Render("graceguard", ns, nil)
+	if err != nil {
+		return "", err
+	}
+	return "# Generated from charts/graceguard with its default values by `make manifests`; do not edit.\n" +
+		"# kubectl apply -f config/install.yaml\n" +
+		"---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + ns + "\n" + m, nil
+}

@@ -1,0 +1,42 @@
+package chart
+
+import (
+	"os"
+	"testing"
+)
+
+// config/install.yaml is generated from the chart; a stale copy would
+// install something the chart no longer ships.
+func TestInstallManifestIsCurrent(t *testing.T) {
+	const path = "../../config/install.yaml"
+	want, err := InstallManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("UPDATE_GOLDEN") != "" {
+		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v: run `make manifests`", err)
+	}
+	if string(got) != want {
+		t.Fatalf("%s is stale: run `make manifests`", path)
+	}
+}
+
+func TestWebhooksAreParsedFromTheChart(t *testing.T) {
+	w, err := RenderWebhooks("graceguard", "graceguard-system", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(w.Mutating) != 1 || len(w.Validating) != 1 || len(w.Validating[0].Webhooks) != 2 {
+		t.Fatalf("want 1 mutating and 1 validating configuration with 2 webhooks, got %d, %d", len(w.Mutating), len(w.Validating))
+	}
+	w.PointAt("https://127.0.0.1:9443")
+	if u := w.Mutating[0].Webhooks[0].ClientConfig.URL; u == nil || *u != "https://127.0.0.1:9443/mutate-v1-pod" {
+		t.Fatalf("PointAt gave %v", u)
+	}
+}
