@@ -12,7 +12,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -29,6 +28,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/graceguard/graceguard/internal/chart"
+	"github.com/graceguard/graceguard/internal/freeport"
 	"github.com/graceguard/graceguard/pkg/config"
 	"github.com/graceguard/graceguard/pkg/mutate"
 	"github.com/graceguard/graceguard/pkg/server"
@@ -211,23 +211,54 @@ func (cp *ControlPlane) HTTPClient() *http.Client {
 // mutating webhook were unavailable under failurePolicy Ignore. The
 // returned func puts it back and waits until Pods are mutated again.
 func (cp *ControlPlane) RemoveMutatingWebhooks(ctx context.Context) (restore func(context.Context) error, err error) {
-	api := cp.Client.AdmissionregistrationV1().MutatingWebhookConfigurations()
-	var saved []*admissionv1.MutatingWebhookConfiguration
+	return cp.removeWebhooks(ctx, false)
+}
+
+// RemoveWebhooks deletes both configurations, so that a test can install
+// graceguard's webhooks differently; the returned func puts them back.
+func (cp *ControlPlane) RemoveWebhooks(ctx context.Context) (restore func(context.Context) error, err error) {
+	return cp.removeWebhooks(ctx, true)
+}
+
+func (cp *ControlPlane) removeWebhooks(ctx context.Context, validating bool) (func(context.Context) error, error) {
+	mapi := cp.Client.AdmissionregistrationV1().MutatingWebhookConfigurations()
+	vapi := cp.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+	var savedM []*admissionv1.MutatingWebhookConfiguration
+	var savedV []*admissionv1.ValidatingWebhookConfiguration
 	for _, m := range cp.Webhooks.Mutating {
-		cur, err := api.Get(ctx, m.Name, metav1.GetOptions{})
+		cur, err := mapi.Get(ctx, m.Name, metav1.GetOptions{})
 		if err != nil {
 			return nil, err
 		}
-		saved = append(saved, cur)
-		if err := api.Delete(ctx, m.Name, metav1.DeleteOptions{}); err != nil {
+		savedM = append(savedM, cur)
+		if err := mapi.Delete(ctx, m.Name, metav1.DeleteOptions{}); err != nil {
 			return nil, err
 		}
 	}
+	if validating {
+		for _, v := range cp.Webhooks.Validating {
+			cur, err := vapi.Get(ctx, v.Name, metav1.GetOptions{})
+			if err != nil {
+				return nil, err
+			}
+			savedV = append(savedV, cur)
+			if err := vapi.Delete(ctx, v.Name, metav1.DeleteOptions{}); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return func(ctx context.Context) error {
-		for _, m := range saved {
+		for _, m := range savedM {
 			m = m.DeepCopy()
 			m.ResourceVersion, m.UID = "", ""
-			if _, err := api.Create(ctx, m, metav1.CreateOptions{}); err != nil {
+			if _, err := mapi.Create(ctx, m, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+		}
+		for _, v := range savedV {
+			v = v.DeepCopy()
+			v.ResourceVersion, v.UID = "", ""
+			if _, err := vapi.Create(ctx, v, metav1.CreateOptions{}); err != nil {
 				return err
 			}
 		}
@@ -256,11 +287,4 @@ func (cp *ControlPlane) Stop() error {
 	return errors.Join(errs...)
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func freePort() (int, error) { return freeport.Get() }

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/graceguard/graceguard/internal/chart"
+	"github.com/graceguard/graceguard/internal/freeport"
 )
 
 var _ = Describe("self-managed certificates", func() {
@@ -57,7 +58,7 @@ var _ = Describe("self-managed certificates", func() {
 
 		var replicas []*replica
 		for i := 0; i < 2; i++ {
-			replicas = append(replicas, startReplica("certs",
+			replicas = append(replicas, startReplica(replicaOpts{},
 				"--cert-mode=self-managed",
 				"--namespace="+ns,
 				"--cert-secret-name="+secretName,
@@ -158,8 +159,7 @@ func leafOf(pemData []byte) *x509.Certificate {
 
 func freePort() int {
 	GinkgoHelper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Get()
 	Expect(err).NotTo(HaveOccurred())
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }

@@ -66,12 +66,7 @@ var _ = Describe("load through the API server", func() {
 // holding the 99th percentile.
 func webhookLatency(ctx SpecContext, webhook string) (uint64, float64) {
 	GinkgoHelper()
-	raw, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	Expect(err).NotTo(HaveOccurred())
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
-	Expect(err).NotTo(HaveOccurred())
-	fam, ok := families["apiserver_admission_webhook_admission_duration_seconds"]
+	fam, ok := apiserverMetrics(ctx)["apiserver_admission_webhook_admission_duration_seconds"]
 	Expect(ok).To(BeTrue(), "the API server exports no webhook admission histogram")
 	var count uint64
 	buckets := map[float64]uint64{}
@@ -107,4 +102,34 @@ func label(m *dto.Metric, name string) string {
 		}
 	}
 	return ""
+}
+
+// apiserverMetrics scrapes the API server's own /metrics.
+func apiserverMetrics(ctx SpecContext) map[string]*dto.MetricFamily {
+	GinkgoHelper()
+	raw, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	Expect(err).NotTo(HaveOccurred())
+	return families
+}
+
+// counter sums a counter's series whose labels include all of match.
+func counter(fams map[string]*dto.MetricFamily, name string, match map[string]string) float64 {
+	var sum float64
+	fam, ok := fams[name]
+	if !ok {
+		return 0
+	}
+next:
+	for _, m := range fam.GetMetric() {
+		for k, v := range match {
+			if label(m, k) != v {
+				continue next
+			}
+		}
+		sum += m.GetCounter().GetValue()
+	}
+	return sum
 }

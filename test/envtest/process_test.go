@@ -15,7 +15,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-// webhookBinary builds cmd/webhook once per suite run.
+// webhookBinary builds cmd/webhook once per suite run; the suite's
+// AfterSuite removes it.
 var webhookBinary = func() func() string {
 	var path string
 	return func() string {
@@ -24,7 +25,6 @@ var webhookBinary = func() func() string {
 			var err error
 			path, err = gexec.Build("github.com/graceguard/graceguard/cmd/webhook")
 			Expect(err).NotTo(HaveOccurred())
-			DeferCleanup(gexec.CleanupBuildArtifacts)
 		}
 		return path
 	}
@@ -51,11 +51,32 @@ type replica struct {
 	certDir      string
 }
 
-// startReplica runs cmd/webhook against the envtest API server, on
-// loopback ports of its own; extra flags are appended.
-func startReplica(name string, extra ...string) *replica {
+// replicaOpts place a replica: zero ports are picked free; certsFrom, if
+// set, is a directory whose tls.crt and tls.key are copied into the
+// replica's --cert-dir before it starts (as a mounted Secret would be).
+type replicaOpts struct {
+	port, health int
+	certsFrom    string
+}
+
+// startReplica runs cmd/webhook against the envtest API server on
+// loopback; extra flags are appended.
+func startReplica(o replicaOpts, extra ...string) *replica {
 	GinkgoHelper()
-	r := &replica{port: freePort(), health: freePort(), certDir: GinkgoT().TempDir()}
+	r := &replica{port: o.port, health: o.health, certDir: GinkgoT().TempDir()}
+	if r.port == 0 {
+		r.port = freePort()
+	}
+	if r.health == 0 {
+		r.health = freePort()
+	}
+	if o.certsFrom != "" {
+		for _, f := range []string{"tls.crt", "tls.key"} {
+			data, err := os.ReadFile(filepath.Join(o.certsFrom, f))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(os.WriteFile(filepath.Join(r.certDir, f), data, 0o600)).To(Succeed())
+		}
+	}
 	args := append([]string{
 		"--kubeconfig=" + kubeconfig(),
 		"--port=" + strconv.Itoa(r.port),

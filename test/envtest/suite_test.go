@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gexec"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
@@ -50,6 +51,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 }, NodeTimeout(5*60e9))
 
 var _ = AfterSuite(func() {
+	gexec.CleanupBuildArtifacts()
 	if cp != nil {
 		Expect(cp.Stop()).To(Succeed())
 	}
