@@ -1,5 +1,5 @@
 # graceguard webhook image: static binary on distroless, non-root (65532).
-# Needs a Docker engine (`make docker-build`); the e2e suite builds the same
+# Needs a Docker engine (`make image`); the e2e suite builds the same
 # binary into an OCI archive without Docker instead.
 FROM golang:1.26 AS build
 WORKDIR /src

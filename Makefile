@@ -37,7 +37,7 @@ golden: ## Regenerate golden files and generated docs after an intended change (
 	UPDATE_GOLDEN=1 $(GO) test ./pkg/mutate/ ./pkg/cli/ ./internal/chart/
 
 .PHONY: manifests
-manifests: ## Regenerate config/install.yaml (the chart's defaults, for kubectl apply).
+manifests: ## Regenerate config/install.yaml (the chart's defaults, for kubectl apply -k config/).
 	UPDATE_GOLDEN=1 $(GO) test ./internal/chart/ -run TestInstallManifestIsCurrent
 
 ##@ Testing
@@ -90,6 +90,6 @@ test-cluster: ## Smoke-test the local cluster harness (root; ~30 s warm, ~5 min 
 
 ##@ Packaging
 
-.PHONY: docker-build
-docker-build: ## Build the container image (needs a Docker engine).
+.PHONY: image
+image: ## Build the container image from the Dockerfile (needs a Docker engine; none on the dev VMs).
 	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .

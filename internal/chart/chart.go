@@ -152,6 +152,6 @@ func InstallManifest() (string, error) {
 		return "", err
 	}
 	return "# Generated from charts/graceguard with its default values by `make manifests`; do not edit.\n" +
-		"# kubectl apply -f config/install.yaml\n" +
+		"# kubectl apply -k config/  (or kubectl apply -f config/install.yaml)\n" +
 		"---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + ns + "\n" + m, nil
 }

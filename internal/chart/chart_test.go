@@ -3,6 +3,8 @@ package chart
 import (
 	"os"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
 // config/install.yaml is generated from the chart; a stale copy would
@@ -38,5 +40,23 @@ func TestWebhooksAreParsedFromTheChart(t *testing.T) {
 	w.PointAt("https://127.0.0.1:9443")
 	if u := w.Mutating[0].Webhooks[0].ClientConfig.URL; u == nil || *u != "https://127.0.0.1:9443/mutate-v1-pod" {
 		t.Fatalf("PointAt gave %v", u)
+	}
+}
+
+// config/kustomization.yaml must keep pointing at the generated manifest.
+func TestKustomizationUsesTheGeneratedManifest(t *testing.T) {
+	k, err := os.ReadFile("../../config/kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kz struct {
+		Kind      string   `json:"kind"`
+		Resources []string `json:"resources"`
+	}
+	if err := yaml.Unmarshal(k, &kz); err != nil {
+		t.Fatal(err)
+	}
+	if kz.Kind != "Kustomization" || len(kz.Resources) != 1 || kz.Resources[0] != "install.yaml" {
+		t.Fatalf("config/kustomization.yaml = %+v, want a Kustomization of install.yaml", kz)
 	}
 }

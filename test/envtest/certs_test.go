@@ -3,9 +3,13 @@ package envtest_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +19,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gexec"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -106,6 +111,110 @@ var _ = Describe("self-managed certificates", func() {
 		}, 30*time.Second).Should(Succeed())
 	})
 })
+
+var _ = Describe("certificate expiry", func() {
+	It("renews a serving certificate within 90 days of expiry at start, keeps the CA, and serves the new one", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "gg-expiry", nil, nil)
+		const release = "gg-expiry"
+		hooks, err := chart.RenderWebhooks(release, ns, nil)
+		Expect(err).NotTo(HaveOccurred())
+		never := &metav1.LabelSelector{MatchLabels: map[string]string{"test.graceguard.io/never": "true"}}
+		for _, m := range hooks.Mutating {
+			for i := range m.Webhooks {
+				m.Webhooks[i].NamespaceSelector = never
+			}
+			_, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, m, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(func(ctx SpecContext) {
+				_ = kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, m.Name, metav1.DeleteOptions{})
+			})
+		}
+		for _, v := range hooks.Validating {
+			for i := range v.Webhooks {
+				v.Webhooks[i].NamespaceSelector = never
+			}
+			_, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, v, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(func(ctx SpecContext) {
+				_ = kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, v.Name, metav1.DeleteOptions{})
+			})
+		}
+		secretName := release + "-graceguard-cert"
+		_, err = kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secretName}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		flags := []string{"--cert-mode=self-managed", "--namespace=" + ns, "--cert-secret-name=" + secretName,
+			"--service-name=" + release + "-graceguard",
+			"--mutating-webhook-configuration=" + hooks.Mutating[0].Name,
+			"--validating-webhook-configuration=" + hooks.Validating[0].Name,
+			"--shutdown-delay=0s", "--drain-timeout=2s"}
+
+		first := startReplica(replicaOpts{}, flags...)
+		projectSecret(ctx, ns, secretName, []*replica{first})
+		first.waitReady(90 * time.Second)
+		first.session.Terminate()
+		Eventually(first.session, 30*time.Second).Should(gexec.Exit(0))
+
+		By("replacing the serving certificate with one that expires in 30 days, signed by the same CA")
+		s, err := kube.CoreV1().Secrets(ns).Get(ctx, secretName, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		ca := s.Data["ca.crt"]
+		names := leafOf(s.Data["tls.crt"]).DNSNames
+		s.Data["tls.crt"], s.Data["tls.key"] = signServing(s.Data["ca.crt"], s.Data["ca.key"], names, 30*24*time.Hour)
+		_, err = kube.CoreV1().Secrets(ns).Update(ctx, s, metav1.UpdateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(leafOf(s.Data["tls.crt"]).NotAfter).To(BeTemporally("<", time.Now().Add(31*24*time.Hour)))
+
+		second := startReplica(replicaOpts{port: first.port, health: first.health}, flags...)
+		projectSecret(ctx, ns, secretName, []*replica{second})
+		var renewed *corev1.Secret
+		Eventually(func(g Gomega) {
+			renewed, err = kube.CoreV1().Secrets(ns).Get(ctx, secretName, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(leafOf(renewed.Data["tls.crt"]).NotAfter).To(BeTemporally(">", time.Now().Add(300*24*time.Hour)))
+		}, 60*time.Second).Should(Succeed(), "the serving certificate was not renewed")
+		Expect(renewed.Data["ca.crt"]).To(Equal(ca), "renewing the serving certificate must keep the CA (and so every caBundle)")
+		second.waitReady(60 * time.Second)
+
+		pool := x509.NewCertPool()
+		Expect(pool.AppendCertsFromPEM(ca)).To(BeTrue())
+		Eventually(func(g Gomega) {
+			conn, err := tls.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(second.port)),
+				&tls.Config{RootCAs: pool, ServerName: names[0], MinVersion: tls.VersionTLS12})
+			g.Expect(err).NotTo(HaveOccurred())
+			defer conn.Close()
+			g.Expect(conn.ConnectionState().PeerCertificates[0].Raw).To(Equal(leafOf(renewed.Data["tls.crt"]).Raw))
+		}, 30*time.Second).Should(Succeed(), "the replica does not serve the renewed certificate")
+		m, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, hooks.Mutating[0].Name, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(bytes.TrimSpace(m.Webhooks[0].ClientConfig.CABundle)).To(Equal(bytes.TrimSpace(ca)))
+	})
+})
+
+// signServing issues a serving certificate for names, valid for lifetime,
+// signed by the PEM CA (an RSA PKCS#1 key, as the rotator writes it).
+func signServing(caPEM, caKeyPEM []byte, names []string, lifetime time.Duration) (certPEM, keyPEM []byte) {
+	GinkgoHelper()
+	caCert := leafOf(caPEM)
+	kb, _ := pem.Decode(caKeyPEM)
+	Expect(kb).NotTo(BeNil())
+	caKey, err := x509.ParsePKCS1PrivateKey(kb.Bytes)
+	Expect(err).NotTo(HaveOccurred())
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	Expect(err).NotTo(HaveOccurred())
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: names[0]},
+		DNSNames:     names,
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(lifetime),
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	Expect(err).NotTo(HaveOccurred())
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+}
 
 // projectSecret writes the Secret's data into each replica's cert dir
 // whenever it changes, atomically per file, as the kubelet's Secret volume
