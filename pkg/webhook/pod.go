@@ -14,38 +14,35 @@ import (
 // PodMutator is the mutating webhook for Pods: on CREATE it adds what
 // mutate.Mutate decides (preStop hooks, probes, grace, the budget
 // annotation) as add-only JSON patch operations, with warnings.
-type PodMutator struct{ core }
+type PodMutator struct{ podHandler }
 
-// NewPodMutator returns the mutating Pod handler.
-func NewPodMutator(c Config) *PodMutator { return &PodMutator{newCore(c, NameMutatePod)} }
-
-// Handle answers one review. Pod lifecycle, probes and grace are
-// immutable after creation, so only CREATE is acted on; every other
-// operation passes through allowed and unpatched.
-func (h *PodMutator) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if req.Operation != admissionv1.Create {
-		return h.pass(mutate.SkipNotApplicable)
-	}
-	pod, err := h.decodePod(req)
-	if err != nil {
-		return h.invalid(ctx, req, err)
-	}
-	ns, err := h.namespace(ctx, pod.Namespace)
-	if err != nil {
-		return h.unavailable(ctx, err, true)
-	}
-	return h.respond(ctx, mutate.Mutate(mutate.ForPod(pod), ns, h.Options))
+// NewPodMutator returns the mutating Pod handler. When the namespace cannot
+// be read it admits unchanged and says so in a warning.
+func NewPodMutator(c Config) *PodMutator {
+	return &PodMutator{podHandler{newCore(c, NameMutatePod), mutate.Mutate, true}}
 }
 
 // PodValidator is the validating webhook for Pods: on CREATE it refuses,
 // with a 422 naming each field, what mutate.Validate denies.
-type PodValidator struct{ core }
+type PodValidator struct{ podHandler }
 
 // NewPodValidator returns the validating Pod handler.
-func NewPodValidator(c Config) *PodValidator { return &PodValidator{newCore(c, NameValidatePod)} }
+func NewPodValidator(c Config) *PodValidator {
+	return &PodValidator{podHandler{newCore(c, NameValidatePod), mutate.Validate, false}}
+}
 
-// Handle answers one review; only CREATE is acted on, as for PodMutator.
-func (h *PodValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
+// podHandler is what both Pod webhooks do around their decision.
+type podHandler struct {
+	core
+	decide func(mutate.Target, mutate.Namespace, mutate.Options) *mutate.Report
+	// warnUnavailable adds a warning when the namespace cannot be read.
+	warnUnavailable bool
+}
+
+// Handle answers one review. Pod lifecycle, probes and grace are
+// immutable after creation, so only CREATE is acted on; every other
+// operation passes through allowed and unpatched.
+func (h *podHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
 	if req.Operation != admissionv1.Create {
 		return h.pass(mutate.SkipNotApplicable)
 	}
@@ -55,9 +52,9 @@ func (h *PodValidator) Handle(ctx context.Context, req admission.Request) admiss
 	}
 	ns, err := h.namespace(ctx, pod.Namespace)
 	if err != nil {
-		return h.unavailable(ctx, err, false)
+		return h.unavailable(ctx, err, h.warnUnavailable)
 	}
-	return h.respond(ctx, mutate.Validate(mutate.ForPod(pod), ns, h.Options))
+	return h.respond(ctx, h.decide(mutate.ForPod(pod), ns, h.Options))
 }
 
 // decodePod decodes the review's Pod. The request's namespace is the

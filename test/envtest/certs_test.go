@@ -33,29 +33,12 @@ var _ = Describe("self-managed certificates", func() {
 		const release = "gg-certs"
 		hooks, err := chart.RenderWebhooks(release, ns, map[string]any{"certificates": map[string]any{"mode": "self-managed"}})
 		Expect(err).NotTo(HaveOccurred())
-		// These copies only receive the CA: they must never select a Pod.
-		never := &metav1.LabelSelector{MatchLabels: map[string]string{"test.graceguard.io/never": "true"}}
 		for _, m := range hooks.Mutating {
 			for i := range m.Webhooks {
 				Expect(m.Webhooks[i].ClientConfig.CABundle).To(BeEmpty(), "the chart must not template a caBundle in self-managed mode")
-				m.Webhooks[i].NamespaceSelector = never
 			}
-			_, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, m, metav1.CreateOptions{})
-			Expect(err).NotTo(HaveOccurred())
-			DeferCleanup(func(ctx SpecContext) {
-				_ = kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, m.Name, metav1.DeleteOptions{})
-			})
 		}
-		for _, v := range hooks.Validating {
-			for i := range v.Webhooks {
-				v.Webhooks[i].NamespaceSelector = never
-			}
-			_, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, v, metav1.CreateOptions{})
-			Expect(err).NotTo(HaveOccurred())
-			DeferCleanup(func(ctx SpecContext) {
-				_ = kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, v.Name, metav1.DeleteOptions{})
-			})
-		}
+		installInert(ctx, hooks)
 		// The chart creates the Secret empty; the webhook fills it.
 		secretName := release + "-graceguard-certs"
 		_, err = kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secretName}}, metav1.CreateOptions{})
@@ -118,27 +101,7 @@ var _ = Describe("certificate expiry", func() {
 		const release = "gg-expiry"
 		hooks, err := chart.RenderWebhooks(release, ns, nil)
 		Expect(err).NotTo(HaveOccurred())
-		never := &metav1.LabelSelector{MatchLabels: map[string]string{"test.graceguard.io/never": "true"}}
-		for _, m := range hooks.Mutating {
-			for i := range m.Webhooks {
-				m.Webhooks[i].NamespaceSelector = never
-			}
-			_, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, m, metav1.CreateOptions{})
-			Expect(err).NotTo(HaveOccurred())
-			DeferCleanup(func(ctx SpecContext) {
-				_ = kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, m.Name, metav1.DeleteOptions{})
-			})
-		}
-		for _, v := range hooks.Validating {
-			for i := range v.Webhooks {
-				v.Webhooks[i].NamespaceSelector = never
-			}
-			_, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, v, metav1.CreateOptions{})
-			Expect(err).NotTo(HaveOccurred())
-			DeferCleanup(func(ctx SpecContext) {
-				_ = kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, v.Name, metav1.DeleteOptions{})
-			})
-		}
+		installInert(ctx, hooks)
 		secretName := release + "-graceguard-cert"
 		_, err = kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secretName}}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
@@ -214,6 +177,32 @@ func signServing(caPEM, caKeyPEM []byte, names []string, lifetime time.Duration)
 	Expect(err).NotTo(HaveOccurred())
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+}
+
+// installInert creates the chart's webhook configurations so that a
+// replica can inject its CA into them, with selectors that match no
+// namespace: they must never be called. They are deleted after the spec.
+func installInert(ctx SpecContext, hooks chart.Webhooks) {
+	GinkgoHelper()
+	never := &metav1.LabelSelector{MatchLabels: map[string]string{"test.graceguard.io/never": "true"}}
+	mapi := kube.AdmissionregistrationV1().MutatingWebhookConfigurations()
+	vapi := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+	for _, m := range hooks.Mutating {
+		for i := range m.Webhooks {
+			m.Webhooks[i].NamespaceSelector = never
+		}
+		_, err := mapi.Create(ctx, m, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) { _ = mapi.Delete(ctx, m.Name, metav1.DeleteOptions{}) })
+	}
+	for _, v := range hooks.Validating {
+		for i := range v.Webhooks {
+			v.Webhooks[i].NamespaceSelector = never
+		}
+		_, err := vapi.Create(ctx, v, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) { _ = vapi.Delete(ctx, v.Name, metav1.DeleteOptions{}) })
+	}
 }
 
 // projectSecret writes the Secret's data into each replica's cert dir
