@@ -30,6 +30,7 @@ var reasonDocs = map[Reason]struct{ kind, text string }{
 	DenyBudgetOverCap:       {"denial", "The budget needs more grace than `--max-grace-period` (default 10m, the cluster autoscaler's cap)."},
 	DenyInvalidAnnotation:   {"denial", "A `graceguard.io/*` annotation on the Pod (or template) does not parse, is negative, over 1h, or names no container."},
 	DenyInvalidNamespace:    {"denial", "A `graceguard.io/*` label or annotation on the namespace does not parse."},
+	DenyNotMutated:          {"denial", "Enforce mode, and a treated container lacks the preStop sleep graceguard adds: the mutating webhook did not run (its `Ignore` failure policy during an outage). The controller's retry is mutated."},
 }
 
 // Describe explains a reason in one sentence.

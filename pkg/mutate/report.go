@@ -51,6 +51,7 @@ const (
 	DenyBudgetOverCap      Reason = "budget-over-cap"
 	DenyInvalidAnnotation  Reason = "invalid-annotation"
 	DenyInvalidNamespace   Reason = "invalid-namespace-setting"
+	DenyNotMutated         Reason = "not-mutated"
 )
 
 // AllReasons lists every reason, for docs and for bounding metric labels.
@@ -58,7 +59,7 @@ var AllReasons = []Reason{
 	SkipNotOptedIn, SkipExcluded, SkipMirrorPod, SkipOptedOut, SkipNotApplicable,
 	ChangePreStop, ChangeGrace, ChangeReadiness, ChangeLiveness, ChangeBudget,
 	WarnShellForm, WarnLivenessIsReadiness, WarnNoReadiness, WarnHookUnknownLength, WarnNoProbePort, WarnWouldChange,
-	DenyHookExceedsGrace, DenyBudgetExceedsGrace, DenyBudgetOverCap, DenyInvalidAnnotation, DenyInvalidNamespace,
+	DenyHookExceedsGrace, DenyBudgetExceedsGrace, DenyBudgetOverCap, DenyInvalidAnnotation, DenyInvalidNamespace, DenyNotMutated,
 }
 
 // Change is one addition Mutate made.

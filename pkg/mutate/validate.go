@@ -37,7 +37,8 @@ func Validate(t Target, ns Namespace, opts Options) *Report {
 		r.Violations = bad
 		return r
 	}
-	if t.Template || s.Mode == ModeWarn {
+	simulated := t.Template || s.Mode == ModeWarn
+	if simulated {
 		sim := t.deepCopy()
 		m := &Report{Grace: r.Grace}
 		mutate(sim, s, p, nil, m)
@@ -60,14 +61,37 @@ func Validate(t Target, ns Namespace, opts Options) *Report {
 	}
 	r.Budget, r.Hook = effectiveBudget(s, targets, nil)
 	f := budget.Check(r.Budget, r.Grace, s.maxGrace)
-	switch {
-	case f.OverCap():
+	if f.OverCap() {
+		// Mutation refuses such a Pod, so a missing hook says nothing.
 		r.Violations = append(r.Violations, overCap(t, f))
-	case !f.Fits():
+		return r
+	}
+	if !simulated {
+		checkMutated(s, targets, r)
+	}
+	if !f.Fits() {
 		r.deny(DenyBudgetExceedsGrace, field.Invalid(t.SpecPath.Child("terminationGracePeriodSeconds"), r.Grace,
 			fmt.Sprintf("must be at least %d (%s); raise it or lower %s", f.Need, f.Budget.Arithmetic(), KeyFor(f.Budget.Largest()))))
 	}
 	return r
+}
+
+// checkMutated denies a Pod that should have been given a preStop sleep
+// and was not: the mutating webhook did not run for it (failurePolicy
+// Ignore during an outage). The Pod's controller retries, and the retry is
+// mutated; a Pod without the sleep would get SIGTERM while routes still
+// point at it.
+func checkMutated(s Settings, targets []container, r *Report) {
+	sleep := budget.CeilSeconds(s.Budget.Routing)
+	if s.PreStop == PreStopNone || sleep == 0 {
+		return
+	}
+	for _, c := range targets {
+		if c.c.Lifecycle == nil || c.c.Lifecycle.PreStop == nil {
+			r.deny(DenyNotMutated, field.Required(c.path.Child("lifecycle", "preStop"),
+				fmt.Sprintf("graceguard's mutating webhook adds a %ds preStop sleep here and did not run for this Pod (unavailable?); create it again", sleep)))
+		}
+	}
 }
 
 // checkHooks denies preStop hooks that cannot finish within the grace they

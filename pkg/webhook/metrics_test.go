@@ -55,7 +55,7 @@ func TestMetricsCountEveryDecision(t *testing.T) {
 		{"an unreadable namespace counts as an error", [3]string{"mutate-pod", "error", "namespace-unavailable"}, 1},
 		{"an undecodable object counts as an error", [3]string{"mutate-pod", "error", "decode-error"}, 1},
 		{"a DELETE counts as skipped, not applicable", [3]string{"mutate-pod", "skipped", "operation-not-applicable"}, 1},
-		{"a Pod over budget counts as denied with the budget reason", [3]string{"validate-pod", "denied", "budget-exceeds-grace"}, 1},
+		{"a Pod over budget that the mutating webhook did not treat counts as denied, not mutated (the root cause)", [3]string{"validate-pod", "denied", "not-mutated"}, 1},
 		{"an opted-out Pod that passes counts as allowed, opted out", [3]string{"validate-pod", "allowed", "pod-opted-out"}, 1},
 		{"a bad Deployment counts as denied, invalid annotation, dry run included", [3]string{"validate-workloads", "denied", "invalid-annotation"}, 2},
 	} {

@@ -296,7 +296,7 @@ func TestValidatePod(t *testing.T) {
 		},
 		{
 			name:       "a Pod whose budget exceeds its grace is denied with the arithmetic",
-			review:     create(nsEnforce, pod("web", 30, map[string]string{mutate.AnnotationMaxWork: "60s"}, "")),
+			review:     create(nsEnforce, pod("web", 30, map[string]string{mutate.AnnotationMaxWork: "60s"}, `"lifecycle":{"preStop":{"sleep":{"seconds":5}}}`)),
 			wantDenied: []string{"spec.terminationGracePeriodSeconds"},
 			wantMessage: []string{
 				"spec.terminationGracePeriodSeconds: Invalid value: 30: must be at least 70 (routing 5s + work 1m + cleanup 2s + margin 3s); raise it or lower graceguard.io/max-work",
@@ -306,6 +306,14 @@ func TestValidatePod(t *testing.T) {
 			name:       "a Pod with an unparseable annotation is denied at the annotation",
 			review:     create(nsEnforce, pod("web", 30, map[string]string{mutate.AnnotationMaxWork: "lots"}, "")),
 			wantDenied: []string{"metadata.annotations[graceguard.io/max-work]"},
+		},
+		{
+			name:       "a Pod the mutating webhook did not treat (an outage under Ignore) is denied, so its controller retries",
+			review:     create(nsEnforce, pod("web", 30, nil, "")),
+			wantDenied: []string{"spec.containers[0].lifecycle.preStop"},
+			wantMessage: []string{
+				"spec.containers[0].lifecycle.preStop: Required value: graceguard's mutating webhook adds a 5s preStop sleep here and did not run for this Pod",
+			},
 		},
 		{
 			name:   "a Pod as the mutating webhook left it is allowed",
@@ -374,7 +382,7 @@ func checkInvalid(t *testing.T, resp *admissionv1.AdmissionResponse, kind string
 	var got []string
 	for _, c := range st.Details.Causes {
 		got = append(got, c.Field)
-		if c.Type != metav1.CauseTypeFieldValueInvalid && c.Type != metav1.CauseTypeFieldValueNotSupported {
+		if c.Type != metav1.CauseTypeFieldValueInvalid && c.Type != metav1.CauseTypeFieldValueNotSupported && c.Type != metav1.CauseTypeFieldValueRequired {
 			t.Errorf("cause type %q", c.Type)
 		}
 	}

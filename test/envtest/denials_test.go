@@ -43,7 +43,7 @@ var _ = Describe("denials reach the client with graceguard's message", func() {
 		Expect(causes).To(ContainElement(HaveField("Field", "spec.containers[0].lifecycle.preStop")))
 	})
 
-	It("denies a budget over the grace period when the mutating webhook did not run", func(ctx SpecContext) {
+	It("denies a budget over the grace period, and a Pod without its preStop sleep, when the mutating webhook did not run", func(ctx SpecContext) {
 		// As with failurePolicy Ignore during a mutating-webhook outage:
 		// the validating webhook still guards the budget.
 		restore, err := cp.RemoveMutatingWebhooks(ctx)
@@ -58,6 +58,11 @@ var _ = Describe("denials reach the client with graceguard's message", func() {
 			return err
 		}).Should(MatchError(ContainSubstring(
 			"spec.terminationGracePeriodSeconds: Invalid value: 20: must be at least 45 (routing 8s + work 30s + cleanup 2s + margin 5s); raise it or lower graceguard.io/max-work")))
+		// A Pod that fits its grace but lacks the preStop sleep is denied
+		// too: its controller's retry, once the webhook is back, is mutated.
+		_, err = kube.CoreV1().Pods(ns).Create(ctx, pod("plain", nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		Expect(err).To(MatchError(ContainSubstring(
+			"spec.containers[0].lifecycle.preStop: Required value: graceguard's mutating webhook adds a 5s preStop sleep here and did not run for this Pod")))
 	})
 
 	It("denies a budget over --max-grace-period", func(ctx SpecContext) {

@@ -1,0 +1,126 @@
+package webhook_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/graceguard/graceguard/pkg/config"
+	"github.com/graceguard/graceguard/pkg/mutate"
+	"github.com/graceguard/graceguard/pkg/webhook"
+	"github.com/graceguard/graceguard/test/bench/fixture"
+)
+
+// The HTTP handlers' cost without a network: an AdmissionReview as the API
+// server sends it, read and decoded by controller-runtime's
+// admission.Webhook (as webhook.Serve builds it), answered by the handler,
+// encoded. The baseline "noop" is the same stack with a handler that
+// answers allowed without looking at the Pod: the difference is what
+// graceguard itself costs. make bench runs these and puts them in
+// docs/benchmarks.md; they assert nothing about time.
+
+var benchPods = []struct {
+	name string
+	pod  func() *corev1.Pod
+}{
+	{"minimal", fixture.MinimalPod},
+	{"typical", fixture.TypicalPod},
+	{"huge", fixture.HugePod},
+}
+
+// BenchmarkServe runs every handler on every Pod. validate-pod receives the
+// Pod as mutated, as the API server sends it after the mutating webhook.
+func BenchmarkServe(b *testing.B) {
+	for _, tc := range benchPods {
+		pod := tc.pod()
+		created := fixture.Review(pod)
+		mutated := pod.DeepCopy()
+		mutate.Mutate(mutate.ForPod(mutated), fixture.OptedIn(), mutate.DefaultOptions())
+		for _, h := range []struct {
+			name    string
+			path    string
+			handler func(webhook.Config) admission.Handler
+			body    []byte
+			patched bool
+		}{
+			{"noop", webhook.PathMutatePod, func(webhook.Config) admission.Handler { return fixture.Allow() }, created, false},
+			{"mutate-pod", webhook.PathMutatePod, func(c webhook.Config) admission.Handler { return webhook.NewPodMutator(c) }, created, true},
+			{"validate-pod", webhook.PathValidatePod, func(c webhook.Config) admission.Handler { return webhook.NewPodValidator(c) }, fixture.Review(mutated), false},
+		} {
+			b.Run("pod="+tc.name+"/handler="+h.name, func(b *testing.B) {
+				benchServe(b, h.handler(handlerConfig(b)), h.path, h.body, h.patched)
+			})
+		}
+	}
+}
+
+// BenchmarkServeScaling sweeps the mutating handler over Pod sizes, like
+// BenchmarkMutateScaling in pkg/mutate, with decoding and encoding.
+func BenchmarkServeScaling(b *testing.B) {
+	for _, n := range []int{1, 5, 10, 25, 50} {
+		body := fixture.Review(fixture.SizedPod(n, 0))
+		b.Run("containers="+strconv.Itoa(n), func(b *testing.B) {
+			benchServe(b, webhook.NewPodMutator(handlerConfig(b)), webhook.PathMutatePod, body, true)
+		})
+	}
+	for _, n := range []int{0, 100, 500, 1500, 5000} {
+		body := fixture.Review(fixture.SizedPod(1, n))
+		b.Run("env="+strconv.Itoa(n), func(b *testing.B) {
+			benchServe(b, webhook.NewPodMutator(handlerConfig(b)), webhook.PathMutatePod, body, true)
+		})
+	}
+}
+
+// handlerConfig is the production wiring minus the API server: default
+// options, metrics on a registry, a namespace lookup that answers the
+// opted-in namespace at once (the informer cache's cost is measured by the
+// load runner against a real API server).
+func handlerConfig(b *testing.B) webhook.Config {
+	b.Helper()
+	m, err := webhook.NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		b.Fatal(err)
+	}
+	ns := fixture.OptedIn()
+	return webhook.Config{
+		Options: config.Default().Excluded(),
+		Namespaces: webhook.NamespaceLookupFunc(func(context.Context, string) (mutate.Namespace, error) {
+			return ns, nil
+		}),
+		Metrics: m,
+	}
+}
+
+func benchServe(b *testing.B, h admission.Handler, path string, body []byte, patched bool) {
+	// The logger cmd/webhook uses by default (zap, production, info),
+	// writing nowhere: building each review's logger is part of the cost.
+	wh := webhook.Serve(h, zap.New(zap.WriteTo(io.Discard)))
+	serve := func() *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		wh.ServeHTTP(rec, req)
+		return rec
+	}
+	out := serve().Body.String()
+	if !strings.Contains(out, `"allowed":true`) || strings.Contains(out, `"patch":`) != patched {
+		b.Fatalf("unexpected answer (want allowed, patched=%t): %.300s", patched, out)
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if rec := serve(); rec.Code != http.StatusOK {
+			b.Fatalf("HTTP %d", rec.Code)
+		}
+	}
+}
