@@ -50,6 +50,10 @@ demo: ## Run graceguard on a real kube-apiserver + etcd built on this machine, a
 test: vet ## Run every test: unit, golden, handler, CLI, chart, envtest (real kube-apiserver) and fuzz seeds.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test ./...
 
+.PHONY: bench
+bench: ## Benchmark engine and handlers, the webhook under TLS load next to a no-op baseline, and Pod creation through a real kube-apiserver; writes docs/benchmarks.{md,json,-latency.svg}.
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) run ./test/bench/cmd/bench $(BENCH_ARGS)
+
 .PHONY: fuzz
 fuzz: ## Fuzz the parsers and the mutation invariants (FUZZTIME each, default 30s).
 	$(GO) test ./pkg/budget -run '^$$' -fuzz FuzzParseDuration -fuzztime $(FUZZTIME)

@@ -10,12 +10,14 @@ import (
 // controller-runtime's admission responses carry.
 type Operation = jsonpatch.Operation
 
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
 // escape encodes a JSON pointer reference token (RFC 6901).
 func escape(token string) string {
 	if !strings.ContainsAny(token, "~/") {
 		return token
 	}
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(token)
+	return pointerEscaper.Replace(token)
 }
 
 // add makes an "add" operation. On an object member "add" sets the member

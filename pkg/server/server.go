@@ -28,6 +28,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -118,6 +119,9 @@ func Run(ctx context.Context, cfg config.Config, opts ...Option) error {
 		Logger:                 log,
 		Metrics:                metricsserver.Options{BindAddress: cfg.MetricsBindAddress},
 		HealthProbeBindAddress: "0",
+		// graceguard reads namespaces' labels and annotations only; their
+		// managedFields would be most of the cache's memory.
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
 		// controller-runtime's webhook server (v0.25) reloads tls.crt and
 		// tls.key from CertDir with a certwatcher whenever GetCertificate
 		// is not set in TLSOpts, as here.

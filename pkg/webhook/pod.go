@@ -63,8 +63,8 @@ func (c *core) decodePod(req admission.Request) (*corev1.Pod, error) {
 	if req.Kind.Group != "" || req.Kind.Kind != "Pod" {
 		return nil, fmt.Errorf("unsupported kind %s: %s reviews only v1 Pod", kindName(req.Kind), c.name)
 	}
-	pod := &corev1.Pod{}
-	if err := c.decoder.Decode(req, pod); err != nil {
+	pod, err := decodeAdmissionPod(req.Object)
+	if err != nil {
 		return nil, fmt.Errorf("decoding Pod: %w", err)
 	}
 	if req.Namespace != "" {

@@ -1,0 +1,85 @@
+package webhook
+
+import (
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kjson "sigs.k8s.io/json"
+)
+
+// admissionPod is the part of a Pod that pkg/mutate reads. Decoding only it
+// skips what graceguard never looks at (env vars, volumes, resources,
+// managedFields, status): the JSON is still scanned, but nothing of it is
+// allocated, which is most of the cost of a big Pod. Patches are built from
+// the Report alone and only add, so nothing left out here can be lost.
+type admissionPod struct {
+	metav1.TypeMeta `json:",inline"`
+	Metadata        struct {
+		Name         string            `json:"name"`
+		GenerateName string            `json:"generateName"`
+		Namespace    string            `json:"namespace"`
+		Annotations  map[string]string `json:"annotations"`
+	} `json:"metadata"`
+	Spec struct {
+		Containers          []admissionContainer `json:"containers"`
+		InitContainers      []admissionContainer `json:"initContainers"`
+		EphemeralContainers []struct {
+			Name string `json:"name"`
+		} `json:"ephemeralContainers"`
+		TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds"`
+	} `json:"spec"`
+}
+
+type admissionContainer struct {
+	Name           string                         `json:"name"`
+	Command        []string                       `json:"command"`
+	Args           []string                       `json:"args"`
+	Ports          []corev1.ContainerPort         `json:"ports"`
+	Lifecycle      *corev1.Lifecycle              `json:"lifecycle"`
+	ReadinessProbe *corev1.Probe                  `json:"readinessProbe"`
+	LivenessProbe  *corev1.Probe                  `json:"livenessProbe"`
+	StartupProbe   *corev1.Probe                  `json:"startupProbe"`
+	RestartPolicy  *corev1.ContainerRestartPolicy `json:"restartPolicy"`
+}
+
+func (c admissionContainer) container() corev1.Container {
+	return corev1.Container{Name: c.Name, Command: c.Command, Args: c.Args, Ports: c.Ports, Lifecycle: c.Lifecycle,
+		ReadinessProbe: c.ReadinessProbe, LivenessProbe: c.LivenessProbe, StartupProbe: c.StartupProbe, RestartPolicy: c.RestartPolicy}
+}
+
+// decodeAdmissionPod decodes what graceguard reads of a Pod, as the API
+// machinery's JSON decoder would (case-sensitive field names).
+func decodeAdmissionPod(raw runtime.RawExtension) (*corev1.Pod, error) {
+	if len(raw.Raw) == 0 {
+		return nil, errors.New("there is no content to decode")
+	}
+	var a admissionPod
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(raw.Raw, &a); err != nil {
+		return nil, err
+	}
+	if (a.APIVersion != "" && a.APIVersion != "v1") || (a.Kind != "" && a.Kind != "Pod") {
+		return nil, fmt.Errorf("the object is %s %s, not v1 Pod", a.APIVersion, a.Kind)
+	}
+	pod := &corev1.Pod{TypeMeta: a.TypeMeta}
+	pod.Name, pod.GenerateName, pod.Namespace, pod.Annotations = a.Metadata.Name, a.Metadata.GenerateName, a.Metadata.Namespace, a.Metadata.Annotations
+	pod.Spec.TerminationGracePeriodSeconds = a.Spec.TerminationGracePeriodSeconds
+	if n := len(a.Spec.Containers); n > 0 {
+		pod.Spec.Containers = make([]corev1.Container, n)
+		for i, c := range a.Spec.Containers {
+			pod.Spec.Containers[i] = c.container()
+		}
+	}
+	if n := len(a.Spec.InitContainers); n > 0 {
+		pod.Spec.InitContainers = make([]corev1.Container, n)
+		for i, c := range a.Spec.InitContainers {
+			pod.Spec.InitContainers[i] = c.container()
+		}
+	}
+	for _, e := range a.Spec.EphemeralContainers {
+		pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: e.Name}})
+	}
+	return pod, nil
+}

@@ -1,0 +1,119 @@
+package bench
+
+import (
+	"encoding/xml"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestGoBenchOutputIsParsed(t *testing.T) {
+	out := `goos: linux
+pkg: github.com/graceguard/graceguard/pkg/mutate
+BenchmarkMutate/pod=huge-2         	   18834	     26779 ns/op	    159234 pod-bytes	   10408 B/op	      71 allocs/op
+pkg: github.com/graceguard/graceguard/pkg/webhook
+BenchmarkServe/pod=huge/handler=noop-2   100	   6524195 ns/op	  24.52 MB/s	  515384 B/op	     143 allocs/op
+--- FAIL: BenchmarkBroken
+PASS
+`
+	got := parseGoBench(strings.NewReader(out))
+	if len(got) != 2 {
+		t.Fatalf("parsed %d benchmarks, want 2: %+v", len(got), got)
+	}
+	m := got[0]
+	if m.Package != "github.com/graceguard/graceguard/pkg/mutate" || m.Name != "BenchmarkMutate/pod=huge" || m.Iterations != 18834 ||
+		m.NsPerOp != 26779 || m.BytesPerOp != 10408 || m.AllocsPerOp != 71 || m.Extra["pod-bytes"] != 159234 {
+		t.Errorf("first benchmark parsed as %+v", m)
+	}
+	if s := got[1]; s.Name != "BenchmarkServe/pod=huge/handler=noop" || s.MBPerSec != 24.52 || s.Package != "github.com/graceguard/graceguard/pkg/webhook" {
+		t.Errorf("second benchmark parsed as %+v", s)
+	}
+}
+
+func TestPercentilesAreNearestRank(t *testing.T) {
+	var d []time.Duration
+	for i := 1000; i >= 1; i-- {
+		d = append(d, time.Duration(i)*time.Millisecond)
+	}
+	p := percentiles(d)
+	if p.P50 != 500 || p.P99 != 990 || p.P999 != 999 || p.Max != 1000 || p.Mean != 500.5 {
+		t.Errorf("percentiles of 1..1000 ms: %+v", p)
+	}
+	if p := percentiles(nil); p != (Percentile{}) {
+		t.Errorf("no latencies gave %+v", p)
+	}
+}
+
+func TestSuperlinearSweepsAreCaught(t *testing.T) {
+	pts := func(f func(n float64) float64) []point {
+		var out []point
+		for _, n := range []int{0, 100, 500, 1500, 5000} {
+			out = append(out, point{n, GoBench{AllocsPerOp: f(float64(n))}})
+		}
+		return out
+	}
+	allocs := func(b GoBench) float64 { return b.AllocsPerOp }
+	for _, tc := range []struct {
+		name string
+		f    func(float64) float64
+		want bool
+	}{
+		{"constant", func(float64) float64 { return 71 }, true},
+		{"linear", func(n float64) float64 { return 140 + 2*n }, true},
+		{"quadratic", func(n float64) float64 { return 140 + n*n/100 }, false},
+	} {
+		if got, _ := isLinear(pts(tc.f), allocs); got != tc.want {
+			t.Errorf("%s sweep: linear = %t, want %t", tc.name, got, tc.want)
+		}
+	}
+}
+
+// The documents are rendered from results alone, and the SVG is well-formed.
+func TestDocumentsRenderFromResults(t *testing.T) {
+	r := &Results{
+		Machine:  Machine{NProc: 2, CPUModel: "test CPU", GoVersion: "go1.26.8"},
+		Settings: Settings{Rates: []int{500, 2000}, MaxWorkers: 16, NamespaceRate: 500},
+		Pods:     []PodSize{{Name: "typical", Containers: 3, EnvVars: 14, PodBytes: 6486, SpecBytes: 3208, ReviewBytes: 7205}},
+		GoBench: []GoBench{
+			{Name: "BenchmarkMutate/pod=huge", NsPerOp: 26779, AllocsPerOp: 71},
+			{Name: "BenchmarkServe/pod=typical/handler=noop", NsPerOp: 270000, AllocsPerOp: 131},
+			{Name: "BenchmarkServe/pod=typical/handler=mutate-pod", NsPerOp: 777000, AllocsPerOp: 493},
+		},
+		Load: []LoadRun{
+			{Server: ServerGraceguard, Rate: 500, Throughput: 500, Latency: Percentile{P50: 1, P99: 3}},
+			{Server: ServerBaseline, Rate: 500, Throughput: 500, Latency: Percentile{P50: 0.7, P99: 2}},
+			{Server: ServerGraceguard, Rate: 2000, Throughput: 1990, Latency: Percentile{P50: 2, P99: 90}},
+			{Server: ServerBaseline, Rate: 2000, Throughput: 2000, Latency: Percentile{P50: 1.5, P99: 40}},
+			{Server: ServerGraceguard, Rate: 0, Workers: 16, Throughput: 1300, Latency: Percentile{P50: 9, P99: 70}},
+			{Server: ServerBaseline, Rate: 0, Workers: 16, Throughput: 2700, Latency: Percentile{P50: 4, P99: 23}},
+		},
+	}
+	r.Targets = evaluate(r)
+	md := r.Markdown()
+	for _, want := range []string{"| 2000 req/s | graceguard |", "max (16 workers)", "**missed**", "test CPU", "| typical | handler: mutate-pod | 777 µs | 2.88× |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the Markdown lacks %q:\n%s", want, md)
+		}
+	}
+	for _, bad := range []string{"NaN", "+Inf", "%!"} {
+		if strings.Contains(md, bad) {
+			t.Errorf("the Markdown contains %q", bad)
+		}
+	}
+	svg := r.LatencySVG()
+	d := xml.NewDecoder(strings.NewReader(svg))
+	for {
+		_, err := d.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the SVG is not well-formed XML: %v\n%s", err, svg)
+		}
+	}
+	if n := strings.Count(svg, "<polyline"); n != 4 {
+		t.Errorf("the SVG has %d lines, want 4 (p50 and p99 of graceguard and the baseline)", n)
+	}
+}

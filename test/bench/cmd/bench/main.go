@@ -1,0 +1,147 @@
+// Command bench runs graceguard's benchmarks and writes docs/benchmarks.md,
+// docs/benchmarks.json and docs/benchmarks-latency.svg; `make bench` runs
+// it. See package test/bench for what it measures.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/graceguard/graceguard/test/bench"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	o := bench.Options{Log: os.Stderr}
+	out := flag.String("out", "docs", "directory for benchmarks.md, benchmarks.json and benchmarks-latency.svg, relative to the module root (\"\" writes nothing)")
+	flag.StringVar(&o.BenchTime, "benchtime", "200ms", "go test -benchtime of the Go benchmarks")
+	flag.IntVar(&o.BenchCount, "count", 3, "go test -count of the Go benchmarks; the median repetition is reported")
+	rates := flag.String("rates", "500,1000,2000,3000", "offered rates of the load runs, requests/s; a max-throughput run follows")
+	flag.IntVar(&o.MaxWorkers, "max-workers", 16, "workers of the max-throughput run (vegeta -rate=0 -max-workers)")
+	flag.IntVar(&o.InFlight, "in-flight", 200, "most requests in flight in the fixed-rate runs (vegeta -max-workers; kube-apiserver's default --max-mutating-requests-inflight)")
+	flag.DurationVar(&o.Load, "duration", 8*time.Second, "measured length of each load run")
+	flag.DurationVar(&o.Warmup, "warmup", time.Second, "unmeasured warm-up before each load run, at its rate")
+	flag.IntVar(&o.Pods, "pods", 500, "Pods created through the API server with, and as many without, the webhooks")
+	flag.IntVar(&o.Clients, "clients", 20, "concurrent clients creating Pods")
+	flag.IntVar(&o.SerialPods, "serial-pods", 100, "Pods then created by one client, with and as many without the webhooks (0: none)")
+	levels := flag.String("namespaces", "10,100,1000,10000", "numbers of namespaces in the cluster at which the namespace cost is measured")
+	flag.IntVar(&o.NamespaceRate, "namespace-rate", 500, "offered rate of the webhook runs of the namespace sweep, requests/s")
+	flag.DurationVar(&o.NamespaceLoad, "namespace-duration", 4*time.Second, "measured length of each namespace-sweep webhook run")
+	flag.Float64Var(&o.WaitLoad, "wait-load", 0, "if > 0, first wait until the 1-minute load average is below this")
+	flag.DurationVar(&o.WaitTimeout, "wait-timeout", 10*time.Minute, "longest wait for -wait-load; then measure anyway (and say so)")
+	render := flag.String("render", "", "only rewrite the documents in -out from this benchmarks.json (measures nothing)")
+	skip := flag.String("skip", "", "comma-separated phases to leave out while developing: go, load, create, namespaces")
+	flag.Parse()
+
+	var err error
+	if o.Rates, err = ints(*rates); err != nil {
+		fmt.Fprintf(os.Stderr, "-rates: %v\n", err)
+		return 2
+	}
+	if o.NamespaceLevels, err = ints(*levels); err != nil {
+		fmt.Fprintf(os.Stderr, "-namespaces: %v\n", err)
+		return 2
+	}
+	if *skip != "" {
+		o.Skip = strings.Split(*skip, ",")
+	}
+	if o.Root, err = moduleRoot(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	switch {
+	case *out == "":
+	case filepath.IsAbs(*out):
+		o.OutDir = *out
+	default:
+		o.OutDir = filepath.Join(o.Root, *out)
+	}
+	if *render != "" {
+		if err := bench.Render(*render, o.OutDir); err != nil {
+			fmt.Fprintf(os.Stderr, "-render: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	if o.Assets, err = assets(o.Root); err != nil {
+		fmt.Fprintf(os.Stderr, "kube-apiserver and etcd: %v\n", err)
+	}
+
+	// envtest logs through controller-runtime's logger; only its errors matter here.
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	r, err := bench.Run(ctx, o)
+	if r != nil {
+		fmt.Println(r.Summary())
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func ints(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%q is not a positive integer", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// moduleRoot is the directory of graceguard's go.mod, at or above the
+// working directory.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.HasPrefix(string(b), "module github.com/graceguard/graceguard\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("run from inside the graceguard module (no go.mod of github.com/graceguard/graceguard found above the working directory)")
+		}
+		dir = parent
+	}
+}
+
+// assets is $KUBEBUILDER_ASSETS, else what hack/envtest-assets.sh provides.
+func assets(root string) (string, error) {
+	if a := os.Getenv("KUBEBUILDER_ASSETS"); a != "" {
+		return a, nil
+	}
+	cmd := exec.Command(filepath.Join(root, "hack", "envtest-assets.sh"))
+	cmd.Dir, cmd.Stderr = root, os.Stderr
+	b, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("hack/envtest-assets.sh: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}

@@ -1,0 +1,179 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat:
+// 100 on every Linux architecture Go supports (it is fixed by the kernel ABI,
+// independent of CONFIG_HZ).
+const clockTicks = 100
+
+// cpuTime is the CPU time (user + system, all threads) the process has used.
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may contain spaces; fields after it
+	// start after the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// After ')': state is field 3, so utime (14) and stime (15) are f[11], f[12].
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: too few fields", pid)
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: bad utime/stime %q %q", pid, f[11], f[12])
+	}
+	return time.Duration(ut+st) * time.Second / clockTicks, nil
+}
+
+// memory is what /proc/<pid>/status says about the process's memory, in bytes.
+type memory struct {
+	RSS, HWM int64 // VmRSS, VmHWM (peak RSS since start or the last resetPeak)
+}
+
+func readMemory(pid int) (memory, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return memory{}, err
+	}
+	defer f.Close()
+	var m memory
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		k, v, ok := strings.Cut(s.Text(), ":")
+		if !ok {
+			continue
+		}
+		var dst *int64
+		switch k {
+		case "VmRSS":
+			dst = &m.RSS
+		case "VmHWM":
+			dst = &m.HWM
+		default:
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		if err != nil {
+			return memory{}, fmt.Errorf("/proc/%d/status %s: %v", pid, k, err)
+		}
+		*dst = kb << 10
+	}
+	return m, s.Err()
+}
+
+// resetPeak resets VmHWM to the current RSS (Linux >= 4.0, clear_refs 5),
+// so the peak of one load run is not the peak of an earlier one.
+func resetPeak(pid int) error {
+	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
+}
+
+// loadAvg is /proc/loadavg's 1, 5 and 15 minute load averages.
+func loadAvg() ([3]float64, error) {
+	var l [3]float64
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return l, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return l, fmt.Errorf("/proc/loadavg: %q", b)
+	}
+	for i := range l {
+		if l[i], err = strconv.ParseFloat(f[i], 64); err != nil {
+			return l, err
+		}
+	}
+	return l, nil
+}
+
+// cpuModel is the first "model name" of /proc/cpuinfo.
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}
+
+// memTotal is MemTotal of /proc/meminfo in bytes.
+func memTotal() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+func kernel() string {
+	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// children finds this process's children by command name (envtest starts
+// kube-apiserver and etcd as children of the bench).
+func children(names ...string) map[string]int {
+	out := map[string]int{}
+	self := os.Getpid()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return out
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		open, close := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+		if open < 0 || close < open {
+			continue
+		}
+		comm := string(b[open+1 : close])
+		f := strings.Fields(string(b[close+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		if ppid, _ := strconv.Atoi(f[1]); ppid != self {
+			continue
+		}
+		for _, n := range names {
+			// comm is cut at 15 characters.
+			if comm == n[:min(len(n), 15)] {
+				out[n] = pid
+			}
+		}
+	}
+	return out
+}

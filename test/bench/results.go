@@ -1,0 +1,213 @@
+package bench
+
+import "time"
+
+// Results is everything one run measured; docs/benchmarks.json is this,
+// and docs/benchmarks.md and the SVG are rendered from it alone.
+type Results struct {
+	Machine  Machine   `json:"machine"`
+	Settings Settings  `json:"settings"`
+	Started  time.Time `json:"started"`
+	// Seconds is the wall time of the whole run.
+	Seconds float64 `json:"seconds"`
+
+	GoBench []GoBench `json:"goBenchmarks"`
+	Pods    []PodSize `json:"pods"`
+	// ManagedFields compares the typical Pod's managedFields in the
+	// fixture with those the API server itself records for it.
+	ManagedFields *ManagedFieldsCheck `json:"managedFieldsCheck,omitempty"`
+	Load          []LoadRun           `json:"load"`
+	Creation      *Creation           `json:"podCreation,omitempty"`
+	Namespaces    []NamespaceAt       `json:"namespaces"`
+	Targets       []Target            `json:"targets"`
+	// Problems are phases that failed, in sentences; an empty list means
+	// every phase ran. Caveats are conditions that make the numbers
+	// pessimistic (a busy machine).
+	Problems []string `json:"problems"`
+	Caveats  []string `json:"caveats"`
+}
+
+// Machine is where the run happened.
+type Machine struct {
+	NProc     int     `json:"nproc"`
+	CPUModel  string  `json:"cpuModel"`
+	MemoryGiB float64 `json:"memoryGiB"`
+	Kernel    string  `json:"kernel"`
+	GoVersion string  `json:"goVersion"`
+	// LoadAvgStart and LoadAvgEnd are /proc/loadavg (1, 5, 15 min).
+	LoadAvgStart [3]float64 `json:"loadAvgStart"`
+	LoadAvgEnd   [3]float64 `json:"loadAvgEnd"`
+	// WaitedForLoad is how long the run waited for the load to drop.
+	WaitedForLoadSeconds float64 `json:"waitedForLoadSeconds"`
+	KubeAPIServer        string  `json:"kubeAPIServer"`
+}
+
+// Settings are the knobs of the run.
+type Settings struct {
+	BenchTime        string  `json:"benchTime"`
+	BenchCount       int     `json:"benchCount"`
+	Rates            []int   `json:"rates"`
+	LoadSeconds      float64 `json:"loadSeconds"`
+	WarmupSeconds    float64 `json:"warmupSeconds"`
+	MaxWorkers       int     `json:"maxWorkers"`
+	InFlight         int     `json:"inFlight"`
+	Pods             int     `json:"pods"`
+	Clients          int     `json:"clients"`
+	SerialPods       int     `json:"serialPods"`
+	NamespaceLevels  []int   `json:"namespaceLevels"`
+	NamespaceRate    int     `json:"namespaceRate"`
+	NamespaceSeconds float64 `json:"namespaceSeconds"`
+}
+
+// GoBench is one line of `go test -bench` output.
+type GoBench struct {
+	Package     string  `json:"package"`
+	Name        string  `json:"name"`
+	Iterations  int64   `json:"iterations"`
+	NsPerOp     float64 `json:"nsPerOp"`
+	BytesPerOp  float64 `json:"bytesPerOp"`
+	AllocsPerOp float64 `json:"allocsPerOp"`
+	MBPerSec    float64 `json:"mbPerSec,omitempty"`
+	// Extra holds b.ReportMetric values by unit (pod-bytes).
+	Extra map[string]float64 `json:"extra,omitempty"`
+	// NsPerOpRuns are the times of every -count repetition; the fields
+	// above are those of the median one.
+	NsPerOpRuns []float64 `json:"nsPerOpRuns,omitempty"`
+}
+
+// PodSize is the JSON size of a fixture Pod and of its AdmissionReview.
+type PodSize struct {
+	Name       string `json:"name"`
+	Containers int    `json:"containers"`
+	EnvVars    int    `json:"envVars"`
+	// PodBytes is the Pod as the API server sends it to admission,
+	// managedFields included; SpecBytes is the same Pod without them.
+	PodBytes    int `json:"podBytes"`
+	SpecBytes   int `json:"specBytes"`
+	ReviewBytes int `json:"reviewBytes"`
+}
+
+// Server names in load runs.
+const (
+	ServerGraceguard = "graceguard"
+	ServerBaseline   = "baseline"
+)
+
+// LoadRun is one open-loop (or, for Rate 0, max-throughput) run against one server.
+type LoadRun struct {
+	Server string `json:"server"`
+	// Rate is the offered rate in requests per second; 0 is the
+	// max-throughput run (Workers closed-loop workers).
+	Rate    int     `json:"rate"`
+	Workers int     `json:"workers,omitempty"`
+	Seconds float64 `json:"seconds"`
+	// Namespaces is set for the runs of the namespace sweep.
+	Namespaces int `json:"namespaces,omitempty"`
+	Requests   int `json:"requests"`
+	Errors     int `json:"errors"`
+	// ErrorSamples are a few distinct error messages.
+	ErrorSamples []string `json:"errorSamples,omitempty"`
+	// Throughput is successful answers per second.
+	Throughput float64    `json:"throughput"`
+	Latency    Percentile `json:"latencyMs"`
+	// CPUSeconds is the server process's CPU time during the run; Cores is
+	// that over the wall time; CPUPerRequestUs is per answered request.
+	CPUSeconds      float64 `json:"cpuSeconds"`
+	Cores           float64 `json:"cores"`
+	CPUPerRequestUs float64 `json:"cpuPerRequestUs"`
+	// PeakRSSMiB is VmHWM over the run (reset before it); RSSMiB is VmRSS after.
+	PeakRSSMiB float64 `json:"peakRSSMiB"`
+	RSSMiB     float64 `json:"rssMiB"`
+}
+
+// Percentile is a latency distribution in milliseconds.
+type Percentile struct {
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+	P99  float64 `json:"p99"`
+	P999 float64 `json:"p999"`
+	Max  float64 `json:"max"`
+	Mean float64 `json:"mean"`
+}
+
+// Creation is Pod creation through the API server with and without
+// graceguard's webhooks.
+type Creation struct {
+	Pods    int `json:"pods"`
+	Clients int `json:"clients"`
+	// With: in an opted-in namespace, every Pod goes through mutate-pods
+	// and validate-pods. Without: in a namespace the webhooks' selector
+	// does not match, so the API server calls no webhook.
+	With    CreateRun `json:"with"`
+	Without CreateRun `json:"without"`
+	// SlowdownPercent is how much lower the Pods/s rate is with the webhooks.
+	SlowdownPercent float64 `json:"slowdownPercent"`
+	// Webhooks is the API server's own apiserver_admission_webhook_admission_duration_seconds
+	// for graceguard's webhooks, over the "with" rounds.
+	Webhooks []WebhookLatency `json:"webhooks"`
+	// SerialWith and SerialWithout are SerialPods creations by one client:
+	// the latency the webhooks add when the machine is not saturated.
+	SerialPods    int        `json:"serialPods"`
+	SerialWith    *CreateRun `json:"serialWith,omitempty"`
+	SerialWithout *CreateRun `json:"serialWithout,omitempty"`
+}
+
+// CreateRun is one mode's Pod creations.
+type CreateRun struct {
+	Seconds    float64    `json:"seconds"`
+	PodsPerSec float64    `json:"podsPerSec"`
+	Latency    Percentile `json:"latencyMs"`
+	Errors     int        `json:"errors"`
+	// Mutated counts the created Pods graceguard changed (all of them with
+	// the webhooks, none without).
+	Mutated int `json:"mutated"`
+	// CPUMsPerPod is the CPU time each process spent per created Pod:
+	// kube-apiserver, etcd, graceguard, and the bench process (the clients).
+	CPUMsPerPod map[string]float64 `json:"cpuMsPerPod"`
+}
+
+// WebhookLatency is a webhook's admission histogram as the API server kept it.
+type WebhookLatency struct {
+	Name  string `json:"name"`
+	Type  string `json:"type"`
+	Count uint64 `json:"count"`
+	// P50Le and P99Le are the upper bounds (seconds) of the buckets holding
+	// the 50th and 99th percentile.
+	P50Le float64 `json:"p50LeSeconds"`
+	P99Le float64 `json:"p99LeSeconds"`
+	// MeanMs is sum/count.
+	MeanMs float64 `json:"meanMs"`
+}
+
+// NamespaceAt is graceguard's cost with this many namespaces in the cluster
+// (and so in its namespace cache).
+type NamespaceAt struct {
+	Namespaces int `json:"namespaces"`
+	// Lookup is webhook.NewNamespaceLookup over a controller-runtime
+	// informer cache of the API server's namespaces, as pkg/server builds
+	// it, measured in this process with testing.Benchmark.
+	LookupNsPerOp     float64 `json:"lookupNsPerOp"`
+	LookupAllocsPerOp int64   `json:"lookupAllocsPerOp"`
+	LookupBytesPerOp  int64   `json:"lookupBytesPerOp"`
+	// HeapMiB is the bench process's live heap after a GC, which holds
+	// the same namespace cache: its growth between levels is what the
+	// cache costs per namespace.
+	HeapMiB float64 `json:"heapMiB"`
+	// Load is the real webhook at NamespaceRate.
+	Load *LoadRun `json:"load,omitempty"`
+}
+
+// Target is one of the performance goals and whether this run met it.
+type Target struct {
+	Goal     string `json:"goal"`
+	Measured string `json:"measured"`
+	Met      bool   `json:"met"`
+	// Known is false when the run could not measure it.
+	Known bool `json:"known"`
+}
+
+// ManagedFieldsCheck compares JSON sizes of the typical Pod's managedFields.
+type ManagedFieldsCheck struct {
+	FixtureBytes   int `json:"fixtureBytes"`
+	APIServerBytes int `json:"apiServerBytes"`
+}

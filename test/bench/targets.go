@@ -1,0 +1,225 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Goals, as the issue states them.
+const (
+	goalP99Ms          = 1.0
+	goalP99Rate        = 2000
+	goalThroughputRate = 0.80
+	goalHugeNs         = 2e6
+	goalRSSMiB         = 64
+	goalSlowdown       = 10.0
+	// A sweep is "linear" when the cost per added unit over its upper half
+	// is at most this many times that over its lower half (see isLinear).
+	// Namespaces are "flat" when the lookup at the largest level costs at
+	// most flatSlack times the smallest.
+	linearSlack = 2.5
+	flatSlack   = 1.5
+)
+
+// evaluate checks the run's numbers against the goals.
+func evaluate(r *Results) []Target {
+	var out []Target
+	add := func(goal string, known, met bool, format string, args ...any) {
+		out = append(out, Target{Goal: goal, Known: known, Met: known && met, Measured: fmt.Sprintf(format, args...)})
+	}
+
+	g, okG := r.loadRun(ServerGraceguard, goalP99Rate)
+	b, okB := r.loadRun(ServerBaseline, goalP99Rate)
+	goal := fmt.Sprintf("webhook p99 ≤ %g ms at %d req/s over TLS, no errors", goalP99Ms, goalP99Rate)
+	if okG && okB {
+		add(goal, true, g.Latency.P99 <= goalP99Ms && g.Errors == 0,
+			"p99 %s ms, %d errors (baseline p99 %s ms)", num(g.Latency.P99), g.Errors, num(b.Latency.P99))
+	} else {
+		add(goal, false, false, "not measured")
+	}
+
+	g, okG = r.loadRun(ServerGraceguard, 0)
+	b, okB = r.loadRun(ServerBaseline, 0)
+	goal = fmt.Sprintf("max throughput ≥ %.0f%% of the no-op baseline", goalThroughputRate*100)
+	if okG && okB && b.Throughput > 0 {
+		ratio := g.Throughput / b.Throughput
+		add(goal, true, ratio >= goalThroughputRate, "%.0f%% (%s vs %s req/s)", ratio*100, num(g.Throughput), num(b.Throughput))
+	} else {
+		add(goal, false, false, "not measured")
+	}
+
+	goal = fmt.Sprintf("huge Pod (%d env vars) mutated in ≤ %g ms: engine (Mutate + Patch)", 1500, goalHugeNs/1e6)
+	if m, ok := findBench(r.GoBench, "BenchmarkMutate/pod=huge"); ok {
+		add(goal, true, m.NsPerOp <= goalHugeNs, "%s, %s allocs", duration(m.NsPerOp), count(m.AllocsPerOp))
+	} else {
+		add(goal, false, false, "not measured")
+	}
+	goal = fmt.Sprintf("huge Pod mutated in ≤ %g ms: whole review (decode, mutate, encode)", goalHugeNs/1e6)
+	m, ok := findBench(r.GoBench, "BenchmarkServe/pod=huge/handler=mutate-pod")
+	n, okN := findBench(r.GoBench, "BenchmarkServe/pod=huge/handler=noop")
+	if ok && okN {
+		add(goal, true, m.NsPerOp <= goalHugeNs, "%s (no-op baseline %s, so graceguard adds %s)",
+			duration(m.NsPerOp), duration(n.NsPerOp), duration(m.NsPerOp-n.NsPerOp))
+	} else {
+		add(goal, false, false, "not measured")
+	}
+
+	var notes []string
+	linear, known := true, false
+	for _, s := range []struct{ bench, what string }{
+		{"BenchmarkMutateScaling", "engine"},
+		{"BenchmarkServeScaling", "handler"},
+	} {
+		for _, dim := range []string{"containers", "env"} {
+			pts := sweep(r.GoBench, s.bench, dim)
+			if len(pts) < 3 {
+				continue
+			}
+			known = true
+			for _, metric := range []struct {
+				name string
+				get  func(GoBench) float64
+			}{{"allocs", func(b GoBench) float64 { return b.AllocsPerOp }}, {"time", func(b GoBench) float64 { return b.NsPerOp }}} {
+				ok, per := isLinear(pts, metric.get)
+				if !ok {
+					linear = false
+					notes = append(notes, fmt.Sprintf("%s %s superlinear in %s", s.what, metric.name, dimName(dim)))
+				} else if metric.name == "allocs" {
+					if per < 0.05 {
+						notes = append(notes, fmt.Sprintf("%s allocs independent of %s", s.what, dimName(dim)))
+					} else {
+						notes = append(notes, fmt.Sprintf("%s %s allocs per %s", s.what, num(per), unitName(dim)))
+					}
+				}
+			}
+		}
+	}
+	add("cost (time and allocations) linear in Pod size (containers 1→50, env vars 0→5000)", known, linear, "%s", strings.Join(notes, "; "))
+
+	gPeak := 0.0
+	for _, l := range r.Load {
+		if l.Server == ServerGraceguard {
+			gPeak = max(gPeak, l.PeakRSSMiB)
+		}
+	}
+	bPeak := 0.0
+	for _, l := range r.Load {
+		if l.Server == ServerBaseline {
+			bPeak = max(bPeak, l.PeakRSSMiB)
+		}
+	}
+	goal = fmt.Sprintf("webhook RSS ≤ %d MiB under load", goalRSSMiB)
+	if gPeak > 0 {
+		add(goal, true, gPeak <= goalRSSMiB, "peak %s MiB over the load runs (baseline %s MiB)", num(gPeak), num(bPeak))
+	} else {
+		add(goal, false, false, "not measured")
+	}
+	if len(r.Namespaces) > 0 {
+		last := r.Namespaces[len(r.Namespaces)-1]
+		if last.Load != nil {
+			add(fmt.Sprintf("webhook RSS ≤ %d MiB under load with %d namespaces cached", goalRSSMiB, last.Namespaces), true,
+				last.Load.PeakRSSMiB <= goalRSSMiB, "peak %s MiB", num(last.Load.PeakRSSMiB))
+		}
+	}
+
+	goal = fmt.Sprintf("Pod creation through the API server slowed by ≤ %g%%", goalSlowdown)
+	if c := r.Creation; c != nil {
+		cpu := func(run CreateRun) float64 {
+			t := 0.0
+			for _, v := range run.CPUMsPerPod {
+				t += v
+			}
+			return t
+		}
+		add(goal, true, c.SlowdownPercent <= goalSlowdown && c.With.Errors == 0 && c.With.Mutated == c.Pods,
+			"%.1f%% (%s vs %s Pods/s; %d of %d mutated, %d errors); CPU per Pod, all processes: %s vs %s ms", c.SlowdownPercent,
+			num(c.With.PodsPerSec), num(c.Without.PodsPerSec), c.With.Mutated, c.Pods, c.With.Errors+c.Without.Errors,
+			num(cpu(c.With)), num(cpu(c.Without)))
+	} else {
+		add(goal, false, false, "not measured")
+	}
+
+	goal = "namespace lookup flat in the number of namespaces"
+	if len(r.Namespaces) >= 2 {
+		first, last := r.Namespaces[0], r.Namespaces[len(r.Namespaces)-1]
+		ratio := last.LookupNsPerOp / first.LookupNsPerOp
+		add(goal, true, ratio <= flatSlack && last.LookupAllocsPerOp <= first.LookupAllocsPerOp,
+			"%s → %s per lookup, %d → %d allocs, from %d to %d namespaces",
+			duration(first.LookupNsPerOp), duration(last.LookupNsPerOp), first.LookupAllocsPerOp, last.LookupAllocsPerOp,
+			first.Namespaces, last.Namespaces)
+	} else {
+		add(goal, false, false, "not measured")
+	}
+	return out
+}
+
+func (r *Results) loadRun(server string, rate int) (LoadRun, bool) {
+	for _, l := range r.Load {
+		if l.Server == server && l.Rate == rate {
+			return l, true
+		}
+	}
+	return LoadRun{}, false
+}
+
+// point is one step of a sweep: the swept quantity and its benchmark.
+type point struct {
+	n int
+	b GoBench
+}
+
+// sweep returns bench/dim=N results in order of N.
+func sweep(bs []GoBench, bench, dim string) []point {
+	var out []point
+	for _, b := range bs {
+		rest, ok := strings.CutPrefix(b.Name, bench+"/"+dim+"=")
+		if !ok {
+			continue
+		}
+		var n int
+		if _, err := fmt.Sscan(rest, &n); err != nil {
+			continue
+		}
+		out = append(out, point{n, b})
+	}
+	return out
+}
+
+// isLinear reports whether the sweep's cost grows at most linearly, and
+// its average cost per unit. It compares the cost per unit over the upper
+// half of the sweep with that over the lower half: linear growth keeps it,
+// quadratic growth (a patch diffing every env var against every other)
+// multiplies it by the ratio of the sizes. A cost that grows by less than a
+// quarter of its base over the whole sweep does not depend on the size.
+func isLinear(pts []point, get func(GoBench) float64) (bool, float64) {
+	first, mid, last := pts[0], pts[len(pts)/2], pts[len(pts)-1]
+	base, growth := get(first.b), get(last.b)-get(first.b)
+	span := float64(last.n - first.n)
+	if span <= 0 {
+		return true, 0
+	}
+	avg := max(growth/span, 0)
+	if growth <= 0.25*base {
+		return true, avg
+	}
+	lower := (get(mid.b) - base) / float64(mid.n-first.n)
+	upper := (get(last.b) - get(mid.b)) / float64(last.n-mid.n)
+	if lower <= 0 {
+		lower = avg // noise in the lower half
+	}
+	return upper <= linearSlack*lower, avg
+}
+
+func dimName(dim string) string {
+	if dim == "env" {
+		return "env vars"
+	}
+	return dim
+}
+
+func unitName(dim string) string {
+	if dim == "env" {
+		return "env var"
+	}
+	return "container"
+}
