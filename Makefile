@@ -88,6 +88,10 @@ cluster-down: ## Stop the local cluster and clean up everything it made (idempot
 cluster-status: ## Show the local cluster's processes and whether the node is Ready.
 	$(GO) run ./hack/cluster status
 
+.PHONY: e2e
+e2e: ## End-to-end on the real node: cluster up, Helm install, seed lab, rollouts under load, teardown even on failure (root; ~10 min warm, ~30 min cold). E2E_ARGS=-focus ... -keep
+	hack/e2e.sh $(E2E_ARGS)
+
 .PHONY: test-cluster
 test-cluster: ## Smoke-test the local cluster harness (root; ~30 s warm, ~5 min cold).
 	$(GO) test -tags e2e ./test/cluster/ -v -timeout 30m

@@ -58,6 +58,10 @@ type Image struct {
 	// Path is where the binary lands in the image; default "/" + base name
 	// of Binary.
 	Path string
+	// Symlinks are more absolute paths in the image that link to Path, for
+	// binaries that act on the name they are run as (a static image
+	// without a shell can carry its own /bin/sleep this way).
+	Symlinks []string
 	// Entrypoint defaults to []string{Path}.
 	Entrypoint []string
 	Cmd        []string
@@ -91,7 +95,7 @@ func Write(archive string, img Image) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ocipack: read binary: %w", err)
 	}
-	layerTar, err := layerTarball(img.Path, bin)
+	layerTar, err := layerTarball(img.Path, img.Symlinks, bin)
 	if err != nil {
 		return nil, err
 	}
@@ -185,6 +189,13 @@ func validate(img *Image) error {
 	if !path.IsAbs(img.Path) || path.Clean(img.Path) != img.Path || img.Path == "/" || path.Dir(img.Path) == "/tmp" {
 		return fmt.Errorf("ocipack: Image.Path %q must be a clean absolute file path outside /tmp", img.Path)
 	}
+	seen := map[string]bool{img.Path: true}
+	for _, l := range img.Symlinks {
+		if !path.IsAbs(l) || path.Clean(l) != l || l == "/" || path.Dir(l) == "/tmp" || l == "/tmp" || seen[l] {
+			return fmt.Errorf("ocipack: Image.Symlinks: %q must be a clean absolute file path outside /tmp, other than Path and unique", l)
+		}
+		seen[l] = true
+	}
 	if len(img.Entrypoint) == 0 {
 		img.Entrypoint = []string{img.Path}
 	}
@@ -201,13 +212,17 @@ func ValidateName(ref string) error {
 	return nil
 }
 
-// layerTarball is the layer: the binary (0755) and /tmp (1777).
-func layerTarball(binPath string, bin []byte) ([]byte, error) {
+// layerTarball is the layer: the binary (0755), symlinks to it, and /tmp (1777).
+func layerTarball(binPath string, symlinks []string, bin []byte) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	hdrs := []*tar.Header{{Typeflag: tar.TypeDir, Name: "tmp/", Mode: 0o1777}}
-	for d := path.Dir(binPath); d != "/"; d = path.Dir(d) {
-		hdrs = append(hdrs, &tar.Header{Typeflag: tar.TypeDir, Name: strings.TrimPrefix(d, "/") + "/", Mode: 0o755})
+	dirs := map[string]bool{}
+	for _, p := range append([]string{binPath}, symlinks...) {
+		for d := path.Dir(p); d != "/" && !dirs[d]; d = path.Dir(d) {
+			dirs[d] = true
+			hdrs = append(hdrs, &tar.Header{Typeflag: tar.TypeDir, Name: strings.TrimPrefix(d, "/") + "/", Mode: 0o755})
+		}
 	}
 	sort.Slice(hdrs, func(i, j int) bool { return hdrs[i].Name < hdrs[j].Name })
 	for _, h := range hdrs {
@@ -222,6 +237,14 @@ func layerTarball(binPath string, bin []byte) ([]byte, error) {
 	}
 	if _, err := tw.Write(bin); err != nil {
 		return nil, fmt.Errorf("ocipack: layer: %w", err)
+	}
+	links := append([]string(nil), symlinks...)
+	sort.Strings(links)
+	for _, l := range links {
+		h := &tar.Header{Typeflag: tar.TypeSymlink, Name: strings.TrimPrefix(l, "/"), Linkname: binPath, Mode: 0o777, ModTime: epoch, Format: tar.FormatPAX}
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, fmt.Errorf("ocipack: layer: %w", err)
+		}
 	}
 	if err := tw.Close(); err != nil {
 		return nil, fmt.Errorf("ocipack: layer: %w", err)

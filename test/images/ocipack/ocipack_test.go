@@ -200,3 +200,57 @@ func TestNamesWithoutRegistryOrTagAreRefused(t *testing.T) {
 		}
 	}
 }
+
+func TestSymlinksPointAtTheBinary(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "app")
+	if err := os.WriteFile(bin, []byte("binary"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res, err := ocipack.Write(filepath.Join(dir, "app.tar"), ocipack.Image{
+		Name: "registry.local/app:v1", Binary: bin, Symlinks: []string{"/usr/bin/sleep", "/bin/sleep"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := readArchive(t, res.Archive)
+	var index struct{ Manifests []descriptor }
+	if err := json.Unmarshal(files["index.json"], &index); err != nil {
+		t.Fatal(err)
+	}
+	var manifest struct{ Layers []descriptor }
+	if err := json.Unmarshal(blob(t, files, index.Manifests[0].Digest), &manifest); err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(blob(t, files, manifest.Layers[0].Digest)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	entries := map[string]*tar.Header{}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries[h.Name] = h
+	}
+	for _, l := range []string{"bin/sleep", "usr/bin/sleep"} {
+		if h := entries[l]; h == nil || h.Typeflag != tar.TypeSymlink || h.Linkname != "/app" {
+			t.Errorf("%s = %+v, want a symlink to /app", l, h)
+		}
+	}
+	for _, d := range []string{"bin/", "usr/", "usr/bin/"} {
+		if h := entries[d]; h == nil || h.Typeflag != tar.TypeDir {
+			t.Errorf("layer lacks the directory %s", d)
+		}
+	}
+	for _, bad := range [][]string{{"relative"}, {"/app"}, {"/tmp/x"}, {"/bin/x", "/bin/x"}} {
+		if _, err := ocipack.Write(filepath.Join(dir, "bad.tar"), ocipack.Image{Name: "registry.local/app:v1", Binary: bin, Symlinks: bad}); err == nil {
+			t.Errorf("Symlinks %q accepted", bad)
+		}
+	}
+}

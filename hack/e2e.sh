@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# make e2e: graceguard's end-to-end suite on a real single-node cluster.
+#
+# Builds the runner (test/e2e/cmd/e2e) and execs it, so that Ctrl-C and
+# SIGTERM reach it directly: it brings the cluster up (building and caching
+# Kubernetes, containerd and the images under bin/ on first use), runs
+# `go test -tags e2e ./test/e2e/`, always tears the cluster down, and renders
+# the evidence into bin/e2e/<timestamp>/ and, for a passing run, docs/e2e.md.
+# Linux, root. Flags go to the runner: -focus REGEXP, -keep, -docs pass|always|never, -timeout 60m.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p bin
+go build -o bin/e2e-runner ./test/e2e/cmd/e2e
+exec bin/e2e-runner "$@"

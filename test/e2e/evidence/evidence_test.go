@@ -1,0 +1,97 @@
+package evidence
+
+import (
+	"encoding/xml"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// testdata/run.json is the evidence of a real run (make e2e).
+
+func TestRendersARealRun(t *testing.T) {
+	r, err := Read(filepath.Join("testdata", "run.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := Markdown(r, "e2e")
+	for _, want := range []string{
+		"## Summary", "0. Install with the Helm chart | passed", "## What is real, what stands in",
+		"![timeline of the lab and control deletions](e2e/timeline.svg)", "[evidence.json](e2e/evidence.json)",
+		"A: graceguard", "B: no graceguard", "must be shorter than terminationGracePeriodSeconds",
+		"apiserver_admission_webhook_request_total",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the Markdown lacks %q", want)
+		}
+	}
+	// Every number comes from the run: spot-check a few.
+	if !strings.Contains(md, "| A: graceguard | `gg-e2e-rollout-a` |") {
+		t.Error("no row for arm A")
+	}
+	svg := TimelineSVG(r)
+	for _, want := range []string{"SIGKILL deadline", "sigterm", "work_completed", "request cut", "graceguard: predicted"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("the SVG lacks %q", want)
+		}
+	}
+	wellFormed(t, svg)
+}
+
+func TestRendersAnEmptyOrFailedRun(t *testing.T) {
+	r := &Run{Schema: Schema}
+	md := Markdown(r, ".")
+	if !strings.Contains(md, "| 1. Pod deleted during an admitted request, graceguard | not run |") || !strings.Contains(md, "**FAILED**") {
+		t.Errorf("an empty run renders as\n%s", md)
+	}
+	if TimelineSVG(r) != "" {
+		t.Error("a run without the lab has a timeline")
+	}
+	r.Lab = &Deletion{Grace: 20}
+	r.Lab.Checks.Add("the client gets the completed 200 response", "200 completed", false, "%s", "error (eof)")
+	md = Markdown(r, ".")
+	if !strings.Contains(md, "| the client gets the completed 200 response | 200 completed | error (eof) | **FAILED** |") {
+		t.Errorf("a failed check renders as\n%s", md)
+	}
+	wellFormed(t, TimelineSVG(r))
+}
+
+func TestRenderFilesRoundTrips(t *testing.T) {
+	r, err := Read(filepath.Join("testdata", "run.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := RenderFiles(r, dir, "e2e"); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{MDName, "e2e/" + JSONName, "e2e/" + SVGName} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	again, err := Read(filepath.Join(dir, "e2e", JSONName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if Markdown(again, "e2e") != Markdown(r, "e2e") {
+		t.Error("the JSON written does not render the same Markdown")
+	}
+}
+
+func wellFormed(t *testing.T, svg string) {
+	t.Helper()
+	d := xml.NewDecoder(strings.NewReader(svg))
+	for {
+		_, err := d.Token()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("the SVG is not well-formed XML: %v", err)
+		}
+	}
+}

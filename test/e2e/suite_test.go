@@ -1,0 +1,244 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	"github.com/onsi/ginkgo/v2/types"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/graceguard/graceguard/test/cluster"
+	"github.com/graceguard/graceguard/test/e2e/evidence"
+	"github.com/graceguard/graceguard/test/images/ocipack"
+)
+
+// Images built from this checkout and imported into the node's containerd.
+const (
+	webhookImageRepo = "registry.local/graceguard"
+	webhookImageTag  = "e2e"
+	drainappImage    = "registry.local/drainapp:e2e"
+	appPort          = 8080
+)
+
+// Namespaces: opted-in ones carry graceguard.io/inject=enabled.
+const (
+	releaseNS  = "graceguard-system"
+	nsLab      = "gg-e2e-lab"
+	nsControl  = "gg-e2e-control"
+	nsRollA    = "gg-e2e-rollout-a"
+	nsRollB    = "gg-e2e-rollout-b"
+	nsHookA    = "gg-e2e-hook-a"
+	nsHookB    = "gg-e2e-hook-b"
+	nsChurn    = "gg-e2e-churn"
+	optInLabel = "graceguard.io/inject"
+)
+
+var testNamespaces = []struct {
+	name    string
+	optedIn bool
+}{{nsLab, true}, {nsControl, false}, {nsRollA, true}, {nsRollB, false}, {nsHookA, true}, {nsHookB, false}, {nsChurn, true}}
+
+var (
+	cl       *cluster.Cluster
+	kube     kubernetes.Interface
+	repoRoot string
+	outDir   string
+	owned    bool // the suite started the cluster and stops it
+
+	evMu sync.Mutex
+	ev   = &evidence.Run{Schema: evidence.Schema}
+
+	// installed gates the specs that need graceguard running.
+	installed bool
+)
+
+func TestE2E(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "graceguard e2e on a real node")
+}
+
+var _ = BeforeSuite(func(ctx SpecContext) {
+	Expect(os.Geteuid()).To(Equal(0), "the e2e suite runs a real kubelet and containerd: run it as root")
+	ev.Started = time.Now().UTC()
+	var err error
+	repoRoot, err = filepath.Abs(filepath.Join("..", ".."))
+	Expect(err).NotTo(HaveOccurred())
+	outDir = os.Getenv("GG_E2E_OUT")
+	if outDir == "" {
+		outDir = filepath.Join(repoRoot, "bin", "e2e", ev.Started.Format("20060102-150405"))
+	}
+	Expect(os.MkdirAll(outDir, 0o755)).To(Succeed())
+	GinkgoWriter.Printf("evidence goes to %s\n", outDir)
+
+	opts := cluster.Options{RepoRoot: repoRoot, Logf: func(f string, a ...any) { GinkgoWriter.Printf("cluster: "+f+"\n", a...) }}
+	if cl, err = cluster.Attach(ctx, opts); err != nil {
+		GinkgoWriter.Printf("no running cluster (%v): starting one (it is stopped after the suite)\n", err)
+		cl, err = cluster.Up(ctx, opts)
+		Expect(err).NotTo(HaveOccurred(), "cluster up")
+		owned = true
+	}
+	// The suite's own client: no client-side throttling (client-go's default
+	// 5 requests/s would pace scenario 5's creates, not the apiserver), and
+	// admission warnings kept out of the log (the specs read what they need).
+	cfg := rest.CopyConfig(cl.RESTConfig)
+	cfg.QPS, cfg.Burst = 500, 1000
+	cfg.WarningHandler = rest.NoWarnings{}
+	kube, err = kubernetes.NewForConfig(cfg)
+	Expect(err).NotTo(HaveOccurred())
+	ev.Env.ClusterOwned = owned
+	fillEnv(ctx)
+
+	By("building and importing the images")
+	for _, img := range []struct {
+		pkg, name, path string
+		links           []string
+		digest          *string
+	}{
+		{"./test/images/drainapp", drainappImage, "/drainapp", []string{"/bin/sleep"}, &ev.Env.DrainappDigest},
+		{"./cmd/webhook", webhookImageRepo + ":" + webhookImageTag, "/webhook", nil, &ev.Env.WebhookDigest},
+	} {
+		archive := filepath.Join(repoRoot, "bin", "images", "e2e-"+filepath.Base(img.pkg)+".tar")
+		res, err := ocipack.BuildGoImage(ctx, archive, ocipack.GoImage{
+			GoBuild: ocipack.GoBuild{Dir: repoRoot, Package: img.pkg, Stderr: GinkgoWriter},
+			Image:   ocipack.Image{Name: img.name, Path: img.path, Symlinks: img.links, User: "65532:65532"},
+		})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cl.ImportImage(ctx, res.Archive)).To(Succeed())
+		*img.digest = res.Digest
+	}
+	ev.Env.DrainappImage = drainappImage
+	ev.Env.WebhookImage = webhookImageRepo + ":" + webhookImageTag
+
+	By("recreating the test namespaces")
+	for _, n := range testNamespaces {
+		deleteNamespace(ctx, n.name, true)
+	}
+	for _, n := range testNamespaces {
+		labels := map[string]string{}
+		if n.optedIn {
+			labels[optInLabel] = "enabled"
+		}
+		_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n.name, Labels: labels}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+	}
+	for _, n := range testNamespaces {
+		waitServiceAccount(ctx, n.name)
+	}
+}, NodeTimeout(30*time.Minute))
+
+var _ = AfterSuite(func(ctx SpecContext) {
+	if os.Getenv("GG_E2E_KEEP") == "1" {
+		GinkgoWriter.Printf("GG_E2E_KEEP=1: leaving the namespaces, the release and the cluster\n")
+		return
+	}
+	if os.Getenv("GG_E2E_DISPOSABLE") == "1" {
+		GinkgoWriter.Printf("GG_E2E_DISPOSABLE=1: the runner tears the whole cluster down; no cleanup here\n")
+		return
+	}
+	if kube != nil {
+		for _, n := range testNamespaces {
+			deleteNamespace(ctx, n.name, false)
+		}
+		uninstallGraceguard(ctx)
+	}
+	if owned {
+		Expect(cluster.Down(ctx, cluster.Options{RepoRoot: repoRoot})).To(Succeed())
+	}
+}, NodeTimeout(5*time.Minute))
+
+// Every spec's outcome goes into the evidence.
+var _ = ReportAfterEach(func(r SpecReport) {
+	evMu.Lock()
+	defer evMu.Unlock()
+	s := evidence.Spec{Name: r.LeafNodeText, State: r.State.String(), Duration: evidence.S(r.RunTime)}
+	if r.State.Is(types.SpecStateFailureStates) {
+		s.Failure = r.Failure.Message
+		if len(s.Failure) > 2000 {
+			s.Failure = s.Failure[:2000] + "..."
+		}
+	}
+	ev.Specs = append(ev.Specs, s)
+})
+
+var _ = ReportAfterSuite("evidence", func(r Report) {
+	evMu.Lock()
+	defer evMu.Unlock()
+	ev.Finished = time.Now().UTC()
+	ev.Passed = r.SuiteSucceeded && len(ev.Specs) > 0
+	for _, s := range ev.Specs {
+		if s.State != "passed" {
+			ev.Passed = false
+		}
+	}
+	if outDir == "" {
+		return
+	}
+	path := filepath.Join(outDir, "evidence.json")
+	if err := ev.Write(path); err != nil {
+		fmt.Fprintf(os.Stderr, "writing %s: %v\n", path, err)
+		return
+	}
+	if err := evidence.RenderFiles(ev, outDir, "."); err != nil {
+		fmt.Fprintf(os.Stderr, "rendering %s: %v\n", outDir, err)
+	}
+	fmt.Fprintf(os.Stderr, "evidence: %s (passed=%v)\n", path, ev.Passed)
+})
+
+func fillEnv(ctx context.Context) {
+	e := &ev.Env
+	e.Go = runtime.Version()
+	if v, err := kube.Discovery().ServerVersion(); err == nil {
+		e.Kubernetes = v.GitVersion
+	}
+	if n, err := kube.CoreV1().Nodes().Get(ctx, cluster.NodeName, metav1.GetOptions{}); err == nil {
+		e.Kubelet = n.Status.NodeInfo.KubeletVersion
+		e.Runtime = n.Status.NodeInfo.ContainerRuntimeVersion
+		e.Kernel = n.Status.NodeInfo.KernelVersion
+		e.OSImage = n.Status.NodeInfo.OSImage
+		e.NodeCPUs = n.Status.Capacity.Cpu().String()
+	}
+	if out, err := exec.CommandContext(ctx, "git", "-C", repoRoot, "rev-parse", "--short=12", "HEAD").Output(); err == nil {
+		e.GitCommit = strings.TrimSpace(string(out))
+	}
+	if out, err := exec.CommandContext(ctx, "git", "-C", repoRoot, "status", "--porcelain", "--untracked-files=no").Output(); err == nil {
+		e.GitDirty = len(strings.TrimSpace(string(out))) > 0
+	}
+}
+
+// deleteNamespace deletes a namespace; with wait, until it is gone.
+func deleteNamespace(ctx context.Context, name string, wait bool) {
+	err := kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
+	if apierrors.IsNotFound(err) || !wait {
+		return
+	}
+	Expect(err).NotTo(HaveOccurred())
+	Eventually(func() bool {
+		_, err := kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}).WithContext(ctx).WithTimeout(3*time.Minute).WithPolling(500*time.Millisecond).Should(BeTrue(), "namespace %s deleted", name)
+}
+
+// waitServiceAccount waits for the default ServiceAccount the controller
+// manager creates in every namespace.
+func waitServiceAccount(ctx context.Context, ns string) {
+	Eventually(func() error {
+		_, err := kube.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		return err
+	}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
+}

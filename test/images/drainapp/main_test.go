@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestParseSleep(t *testing.T) {
+	for in, want := range map[string]time.Duration{"20": 20 * time.Second, "1.5": 1500 * time.Millisecond, "2s": 2 * time.Second, "1m": time.Minute, "0": 0} {
+		got, err := parseSleep(in)
+		if err != nil || got != want {
+			t.Errorf("parseSleep(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "x", "-1", "1d"} {
+		if _, err := parseSleep(in); err == nil {
+			t.Errorf("parseSleep(%q) succeeded", in)
+		}
+	}
+}
+
+// TestDrainsAdmittedWorkOnSIGTERM runs the real binary: an admitted request
+// completes after SIGTERM, a new one is refused with 503, and the log says
+// work_started, sigterm active=1, work_completed, shutdown_complete in order.
+func TestDrainsAdmittedWorkOnSIGTERM(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "drainapp")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	events := make(chan map[string]any, 100)
+	go func() {
+		s := bufio.NewScanner(stdout)
+		for s.Scan() {
+			var m map[string]any
+			if json.Unmarshal(s.Bytes(), &m) == nil {
+				events <- m
+			}
+		}
+		close(events)
+	}()
+	next := func(want string) map[string]any {
+		t.Helper()
+		select {
+		case m, ok := <-events:
+			if !ok {
+				t.Fatalf("log ended, want %s", want)
+			}
+			if m["event"] != want {
+				t.Fatalf("log event %v, want %s", m, want)
+			}
+			return m
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no %s logged", want)
+		}
+		return nil
+	}
+	next("listening")
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+
+	type result struct {
+		code int
+		body string
+		err  error
+	}
+	get := func(path string) result {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			return result{err: err}
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return result{code: resp.StatusCode, body: string(b)}
+	}
+	if r := get("/ready"); r.code != 200 {
+		t.Fatalf("/ready = %+v", r)
+	}
+	slow := make(chan result, 1)
+	go func() { slow <- get("/work?seconds=1.5") }()
+	next("work_started")
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if m := next("sigterm"); m["active"] != 1.0 {
+		t.Errorf("sigterm logged active=%v, want 1", m["active"])
+	}
+	if r := get("/work?seconds=0"); r.code != http.StatusServiceUnavailable {
+		t.Errorf("new work while draining = %+v, want 503", r)
+	}
+	next("work_rejected")
+	if r := get("/ready"); r.code != http.StatusServiceUnavailable {
+		t.Errorf("/ready while draining = %+v, want 503", r)
+	}
+	if r := get("/live"); r.code != 200 {
+		t.Errorf("/live while draining = %+v, want 200", r)
+	}
+	next("work_completed")
+	next("shutdown_complete")
+	if r := <-slow; r.code != 200 || !strings.Contains(r.body, `"completed":true`) {
+		t.Errorf("admitted request = %+v, want 200 completed", r)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("exit: %v, want 0", err)
+	}
+}
+
+func TestSleepByArgv0(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "drainapp")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	link := filepath.Join(dir, "sleep")
+	if err := os.Symlink(bin, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{link, "0.3"}, {bin, "sleep", "0.3"}} {
+		start := time.Now()
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Errorf("%v: %v %s", args, err, out)
+		}
+		if d := time.Since(start); d < 300*time.Millisecond {
+			t.Errorf("%v returned after %s", args, d)
+		}
+	}
+	if err := exec.Command(link, "nope").Run(); err == nil {
+		t.Error("sleep nope succeeded")
+	}
+}
