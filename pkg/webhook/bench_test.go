@@ -55,6 +55,8 @@ func BenchmarkServe(b *testing.B) {
 		}{
 			{"noop", webhook.PathMutatePod, func(webhook.Config) admission.Handler { return fixture.Allow() }, created, false},
 			{"mutate-pod", webhook.PathMutatePod, func(c webhook.Config) admission.Handler { return webhook.NewPodMutator(c) }, created, true},
+			// Before the lean decode (pkg/webhook/podjson.go): the whole Pod decoded.
+			{"mutate-pod-full-decode", webhook.PathMutatePod, func(c webhook.Config) admission.Handler { return webhook.NewPodMutatorFullDecode(c) }, created, true},
 			{"validate-pod", webhook.PathValidatePod, func(c webhook.Config) admission.Handler { return webhook.NewPodValidator(c) }, fixture.Review(mutated), false},
 		} {
 			b.Run("pod="+tc.name+"/handler="+h.name, func(b *testing.B) {

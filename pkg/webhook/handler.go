@@ -92,6 +92,9 @@ type core struct {
 	Config
 	name    Name
 	decoder admission.Decoder
+	// decodeObject reads a review's Pod: decodeAdmissionPod, except in
+	// the benchmarks' "before" variant (export_test.go).
+	decodeObject func(runtime.RawExtension) (*corev1.Pod, error)
 }
 
 func newCore(c Config, name Name) core {
@@ -99,7 +102,7 @@ func newCore(c Config, name Name) core {
 	utilruntime.Must(corev1.AddToScheme(s))
 	utilruntime.Must(appsv1.AddToScheme(s))
 	utilruntime.Must(batchv1.AddToScheme(s))
-	return core{Config: c, name: name, decoder: admission.NewDecoder(s)}
+	return core{Config: c, name: name, decoder: admission.NewDecoder(s), decodeObject: decodeAdmissionPod}
 }
 
 // pass answers a review the webhook does not act on: allowed, no patch.

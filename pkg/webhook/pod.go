@@ -63,7 +63,7 @@ func (c *core) decodePod(req admission.Request) (*corev1.Pod, error) {
 	if req.Kind.Group != "" || req.Kind.Kind != "Pod" {
 		return nil, fmt.Errorf("unsupported kind %s: %s reviews only v1 Pod", kindName(req.Kind), c.name)
 	}
-	pod, err := decodeAdmissionPod(req.Object)
+	pod, err := c.decodeObject(req.Object)
 	if err != nil {
 		return nil, fmt.Errorf("decoding Pod: %w", err)
 	}

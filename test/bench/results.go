@@ -204,6 +204,8 @@ type Target struct {
 	Met      bool   `json:"met"`
 	// Known is false when the run could not measure it.
 	Known bool `json:"known"`
+	// Why explains a missed target from this run's own numbers.
+	Why string `json:"why,omitempty"`
 }
 
 // ManagedFieldsCheck compares JSON sizes of the typical Pod's managedFields.
