@@ -84,15 +84,24 @@ func TestDocumentsRenderFromResults(t *testing.T) {
 		Load: []LoadRun{
 			{Server: ServerGraceguard, Rate: 500, Throughput: 500, Latency: Percentile{P50: 1, P99: 3}},
 			{Server: ServerBaseline, Rate: 500, Throughput: 500, Latency: Percentile{P50: 0.7, P99: 2}},
-			{Server: ServerGraceguard, Rate: 2000, Throughput: 1990, Latency: Percentile{P50: 2, P99: 90}},
-			{Server: ServerBaseline, Rate: 2000, Throughput: 2000, Latency: Percentile{P50: 1.5, P99: 40}},
+			{Server: ServerGraceguard, Rate: 2000, Throughput: 1990, Latency: Percentile{P50: 2, P99: 90}, Cores: 1.4, CPUPerRequestUs: 700},
+			{Server: ServerBaseline, Rate: 2000, Throughput: 2000, Latency: Percentile{P50: 1.5, P99: 40}, Cores: 1, CPUPerRequestUs: 500},
 			{Server: ServerGraceguard, Rate: 0, Workers: 16, Throughput: 1300, Latency: Percentile{P50: 9, P99: 70}},
 			{Server: ServerBaseline, Rate: 0, Workers: 16, Throughput: 2700, Latency: Percentile{P50: 4, P99: 23}},
 		},
 	}
 	r.Targets = evaluate(r)
 	md := r.Markdown()
-	for _, want := range []string{"| 2000 req/s | graceguard |", "max (16 workers)", "**missed**", "test CPU", "| typical | handler: mutate-pod | 777 µs | 2.88× |"} {
+	for _, tg := range r.Targets {
+		if tg.Known && !tg.Met && tg.Why == "" && strings.Contains(tg.Goal, "p99") {
+			t.Errorf("missed target %q has no explanation", tg.Goal)
+		}
+		if tg.Met && tg.Why != "" {
+			t.Errorf("met target %q carries an explanation: %s", tg.Goal, tg.Why)
+		}
+	}
+	for _, want := range []string{"| 2000 req/s | graceguard |", "max (16 workers)", "**missed**", "test CPU", "| typical | handler: mutate-pod | 777 µs | 2.88× |",
+		"Why the missed targets are missed", "has p99 40.0 ms at this rate"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the Markdown lacks %q:\n%s", want, md)
 		}
