@@ -56,14 +56,14 @@ func hookLongerThanGrace(ctx context.Context) {
 	if err != nil {
 		h.Denied = err.Error()
 	}
-	ck.Add("graceguard refuses the Deployment at create time", "denied: "+want, err != nil && strings.Contains(err.Error(), want), "%s", orNone(h.Denied))
+	ck.Add("graceguard refuses the Deployment at create time", "denied: "+want, err != nil && strings.Contains(err.Error(), want), "%s", evidence.OrNone(h.Denied))
 	tmpl := slowHookDeployment(nsHookA).Spec.Template
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: nsHookA, Name: "slow-hook", Labels: tmpl.Labels, Annotations: tmpl.Annotations}, Spec: tmpl.Spec}
 	_, err = kube.CoreV1().Pods(nsHookA).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		h.DeniedPod = err.Error()
 	}
-	ck.Add("graceguard refuses the same spec as a bare Pod", "denied: "+want, err != nil && strings.Contains(err.Error(), want), "%s", orNone(h.DeniedPod))
+	ck.Add("graceguard refuses the same spec as a bare Pod", "denied: "+want, err != nil && strings.Contains(err.Error(), want), "%s", evidence.OrNone(h.DeniedPod))
 	// The counter scenario 5 relies on moves when graceguard denies.
 	rejAfter := apiserverCounters(ctx, "apiserver_admission_webhook_rejection_count")
 	dw, dp := rejAfter["validate-workloads.graceguard.io"]-rejBefore["validate-workloads.graceguard.io"], rejAfter["validate-pods.graceguard.io"]-rejBefore["validate-pods.graceguard.io"]

@@ -191,12 +191,12 @@ func lab(ctx context.Context) {
 		"%s", fmtAt(d.SIGTERM))
 	ck.Add("during the hook the EndpointSlice shows the Pod ready=false, terminating=true", "observed before SIGTERM",
 		d.EndpointNotReady != nil && d.SIGTERM != nil && float64(*d.EndpointNotReady) < float64(*d.SIGTERM),
-		"%s at %s", orNone(d.EndpointConditions), fmtAt(d.EndpointNotReady))
+		"%s at %s", evidence.OrNone(d.EndpointConditions), fmtAt(d.EndpointNotReady))
 	wantOrder := []string{"work_started", "sigterm active=1", "work_completed", "shutdown_complete"}
 	ck.Add("the app logs work_started → sigterm(active=1) → work_completed → shutdown_complete", strings.Join(wantOrder, " → "),
 		slices.Equal(d.LogOrder, wantOrder), "%s", strings.Join(d.LogOrder, " → "))
 	lateOK := del.late != nil && (del.late.code == http.StatusServiceUnavailable || errKind(del.late.err) == "connection_refused")
-	ck.Add("a request sent after draining began is rejected", "503 or connection refused", lateOK, "%s, sent at %s", orNone(d.LateRequest), fmtAt(d.LateRequestAt))
+	ck.Add("a request sent after draining began is rejected", "503 or connection refused", lateOK, "%s, sent at %s", evidence.OrNone(d.LateRequest), fmtAt(d.LateRequestAt))
 	ck.Add("the app exits before the SIGKILL deadline", fmt.Sprintf("shutdown_complete < %ds", d.Grace),
 		d.ShutdownComplete != nil && float64(*d.ShutdownComplete) < float64(d.Grace), "shutdown_complete at %s, exit code %s", fmtAt(d.ShutdownComplete), fmtExit(d.ExitCode))
 	Expect(d.Checks.Failed()).To(BeEmpty())
@@ -241,11 +241,4 @@ func fmtExit(c *int32) string {
 		return "not observed"
 	}
 	return fmt.Sprint(*c)
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "none"
-	}
-	return s
 }

@@ -84,9 +84,9 @@ func rollout(ctx context.Context) {
 			a.Replaced == rolloutReps && a.Sent > rolloutRate*5, "%d replaced, %d sent over %s", a.Replaced, a.Sent, a.Load)
 	}
 	ck.Add("arm A (graceguard): no failed request", "0 failed", A.Failed == 0 && A.Sent > 0,
-		"%d failed of %d (%s)", A.Failed, A.Sent, kinds(A.ByKind))
+		"%d failed of %d (%s)", A.Failed, A.Sent, evidence.KindList(A.ByKind))
 	ck.Add("arm B (no graceguard): requests fail", "> 0 failed", B.Failed > 0,
-		"%d failed of %d (%s)", B.Failed, B.Sent, kinds(B.ByKind))
+		"%d failed of %d (%s)", B.Failed, B.Sent, evidence.KindList(B.ByKind))
 	Expect(ro.Checks.Failed()).To(BeEmpty())
 }
 
@@ -180,16 +180,4 @@ func podIPs(pods []corev1.Pod) []string {
 	}
 	sort.Strings(ips)
 	return ips
-}
-
-func kinds(m map[string]int) string {
-	if len(m) == 0 {
-		return "none"
-	}
-	var parts []string
-	for k, v := range m {
-		parts = append(parts, fmt.Sprintf("%s %d", k, v))
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, ", ")
 }

@@ -94,7 +94,7 @@ func Markdown(r *Run, assets string) string {
 	fmt.Fprintf(&b, " Suite: %s.", secs(Secs(r.Finished.Sub(r.Started).Seconds())))
 	if rn := r.Runner; rn != nil {
 		fmt.Fprintf(&b, " Runner (`make e2e`): cluster up %s and suite build %s (concurrently), tests %s, cluster down %s, total %s; leftovers after down: %s.",
-			secs(rn.Up), secs(rn.Build), secs(rn.Test), secs(rn.Down), secs(rn.Total), orNone(strings.Join(rn.Leftovers, "; ")))
+			secs(rn.Up), secs(rn.Build), secs(rn.Test), secs(rn.Down), secs(rn.Total), OrNone(strings.Join(rn.Leftovers, "; ")))
 	}
 	fmt.Fprintf(&b, " Raw data: [%s](%s).\n\n", JSONName, ref(JSONName))
 
@@ -183,7 +183,7 @@ func Markdown(r *Run, assets string) string {
 				shutdown += "; `" + a.Budget + "`"
 			}
 			fmt.Fprintf(&b, "| %s | `%s` | %s | %d | %d | %d | %d | %d | %s | %s | %s |\n",
-				a.Name, a.Namespace, cell(shutdown), a.Sent, a.Succeeded, a.Failed, a.Rejected, a.ConnErrors, cell(kindList(a.ByKind)), secs(a.Rollout), secs(a.Load))
+				a.Name, a.Namespace, cell(shutdown), a.Sent, a.Succeeded, a.Failed, a.Rejected, a.ConnErrors, cell(KindList(a.ByKind)), secs(a.Rollout), secs(a.Load))
 		}
 		b.WriteString("\n")
 		for _, a := range ro.Arms {
@@ -216,7 +216,7 @@ func Markdown(r *Run, assets string) string {
 			"shell, so `/bin/sleep` is a link to the drain app, which sleeps when run under that name. In an opted-in namespace\n"+
 			"(the template opts out of mutation with `graceguard.io/inject: \"false\"`, which does not skip the hook check):\n\n",
 			strings.TrimPrefix(h.PreStop, "exec "), h.Grace)
-		fmt.Fprintf(&b, "```\n%s\n```\n\n", orNone(h.Denied))
+		fmt.Fprintf(&b, "```\n%s\n```\n\n", OrNone(h.Denied))
 		if d := h.Unguarded; d != nil {
 			b.WriteString("In a namespace that is not opted in the same Deployment is admitted; its Pod is deleted during an admitted\n" +
 				"request:\n\n")
@@ -282,14 +282,16 @@ func onOff(b bool) string {
 	return "off"
 }
 
-func orNone(s string) string {
+// OrNone is s, or "none" when it is empty.
+func OrNone(s string) string {
 	if s == "" {
 		return "none"
 	}
 	return s
 }
 
-func kindList(m map[string]int) string {
+// KindList is "kind count, ..." sorted, or "none".
+func KindList(m map[string]int) string {
 	if len(m) == 0 {
 		return "none"
 	}
@@ -336,7 +338,7 @@ func deletionTables(b *strings.Builder, d *Deletion, withChecks bool) {
 		adm = fmt.Sprintf("%.3f s", float64(*d.Admitted))
 	}
 	fmt.Fprintf(b, "| the app admitted the request (work_started) | | %s |\n", adm)
-	fmt.Fprintf(b, "| EndpointSlice shows ready=false, terminating=true | 0 | %s (%s) |\n", at(d.EndpointNotReady), orNone(d.EndpointConditions))
+	fmt.Fprintf(b, "| EndpointSlice shows ready=false, terminating=true | 0 | %s (%s) |\n", at(d.EndpointNotReady), OrNone(d.EndpointConditions))
 	fmt.Fprintf(b, "| app logs sigterm | %s | %s |\n", pred(func(t *Timeline) Secs { return t.SIGTERM }), at(d.SIGTERM))
 	if e != nil && d.SIGTERM != nil {
 		fmt.Fprintf(b, "| sigterm later than predicted (the kubelet notices the delete late) | | %.2f s |\n", float64(*d.SIGTERM)-float64(e.SIGTERM))
@@ -353,7 +355,7 @@ func deletionTables(b *strings.Builder, d *Deletion, withChecks bool) {
 	if d.ExitCode != nil {
 		exit = fmt.Sprint(*d.ExitCode)
 	}
-	fmt.Fprintf(b, "Container exit code: %s. App log order: %s.\n\n", exit, orNone(strings.Join(d.LogOrder, " → ")))
+	fmt.Fprintf(b, "Container exit code: %s. App log order: %s.\n\n", exit, OrNone(strings.Join(d.LogOrder, " → ")))
 	if withChecks {
 		checksTable(b, d.Checks)
 	}
@@ -370,7 +372,7 @@ func summary(r *Run, name string) string {
 	case "lab":
 		if d := r.Lab; d != nil {
 			return fmt.Sprintf("client: %s at %s; endpoint not ready %s; sigterm %s (preStop %s); work_completed %s; shutdown_complete %s; late request: %s",
-				d.Client, at(d.ClientDone), at(d.EndpointNotReady), at(d.SIGTERM), d.PreStop, at(d.WorkCompleted), at(d.ShutdownComplete), orNone(d.LateRequest))
+				d.Client, at(d.ClientDone), at(d.EndpointNotReady), at(d.SIGTERM), d.PreStop, at(d.WorkCompleted), at(d.ShutdownComplete), OrNone(d.LateRequest))
 		}
 	case "control":
 		if d := r.Control; d != nil {
