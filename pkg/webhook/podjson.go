@@ -4,10 +4,11 @@ import (
 	"errors"
 	"fmt"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	kjson "sigs.k8s.io/json"
 )
 
 // admissionPod is the part of a Pod that pkg/mutate reads. Decoding only it
@@ -50,14 +51,23 @@ func (c admissionContainer) container() corev1.Container {
 		ReadinessProbe: c.ReadinessProbe, LivenessProbe: c.LivenessProbe, StartupProbe: c.StartupProbe, RestartPolicy: c.RestartPolicy}
 }
 
-// decodeAdmissionPod decodes what graceguard reads of a Pod, as the API
-// machinery's JSON decoder would (case-sensitive field names).
+// decodeOptions make encoding/json/v2 (go-json-experiment/json, the
+// standard library's v2 from Go 1.27) read a Pod as the API machinery's
+// decoder does: field names case-sensitive (v2's default), unknown fields
+// skipped, a repeated name's last value kept, invalid UTF-8 replaced.
+// FuzzLeanDecodeReadsLikeTheAPIMachinery holds it to that.
+var decodeOptions = jsonv2.JoinOptions(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+
+// decodeAdmissionPod decodes what graceguard reads of a Pod. v2 reads the
+// JSON in one pass; v1 (sigs.k8s.io/json) validates all of it first and
+// then scans it again, which was most of the handler's own cost
+// (docs/benchmarks.md).
 func decodeAdmissionPod(raw runtime.RawExtension) (*corev1.Pod, error) {
 	if len(raw.Raw) == 0 {
 		return nil, errors.New("there is no content to decode")
 	}
 	var a admissionPod
-	if err := kjson.UnmarshalCaseSensitivePreserveInts(raw.Raw, &a); err != nil {
+	if err := jsonv2.Unmarshal(raw.Raw, &a, decodeOptions); err != nil {
 		return nil, err
 	}
 	if (a.APIVersion != "" && a.APIVersion != "v1") || (a.Kind != "" && a.Kind != "Pod") {

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	kjson "sigs.k8s.io/json"
 
 	"github.com/graceguard/graceguard/pkg/manifest"
 	"github.com/graceguard/graceguard/pkg/mutate"
@@ -98,4 +99,68 @@ func TestLeanDecodeRefusesWhatIsNotAPod(t *testing.T) {
 			t.Errorf("decoded %q as a Pod", raw)
 		}
 	}
+}
+
+// project keeps of a fully decoded Pod what decodeAdmissionPod reads.
+func project(full *corev1.Pod) *corev1.Pod {
+	p := &corev1.Pod{TypeMeta: full.TypeMeta}
+	p.Name, p.GenerateName, p.Namespace, p.Annotations = full.Name, full.GenerateName, full.Namespace, full.Annotations
+	p.Spec.TerminationGracePeriodSeconds = full.Spec.TerminationGracePeriodSeconds
+	keep := func(cs []corev1.Container) []corev1.Container {
+		if len(cs) == 0 {
+			return nil
+		}
+		out := make([]corev1.Container, len(cs))
+		for i, c := range cs {
+			out[i] = corev1.Container{Name: c.Name, Command: c.Command, Args: c.Args, Ports: c.Ports, Lifecycle: c.Lifecycle,
+				ReadinessProbe: c.ReadinessProbe, LivenessProbe: c.LivenessProbe, StartupProbe: c.StartupProbe, RestartPolicy: c.RestartPolicy}
+		}
+		return out
+	}
+	p.Spec.Containers, p.Spec.InitContainers = keep(full.Spec.Containers), keep(full.Spec.InitContainers)
+	for _, e := range full.Spec.EphemeralContainers {
+		p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: e.Name}})
+	}
+	return p
+}
+
+// FuzzLeanDecodeReadsLikeTheAPIMachinery: wherever the API machinery's
+// decoder (sigs.k8s.io/json, case-sensitive, as the API server and
+// controller-runtime use it) reads a Pod, the lean decode (encoding/json/v2)
+// reads the same values for every field pkg/mutate uses. The seeds are the
+// places v1 and v2 are known to differ by default.
+func FuzzLeanDecodeReadsLikeTheAPIMachinery(f *testing.F) {
+	for _, seed := range []string{
+		`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a","annotations":{"graceguard.io/max-work":"30s"}},"spec":{"terminationGracePeriodSeconds":30,"containers":[{"name":"app","ports":[{"name":"http","containerPort":8080}],"lifecycle":{"preStop":{"sleep":{"seconds":5}}}}]}}`,
+		// a repeated name: the last value wins
+		`{"spec":{"terminationGracePeriodSeconds":10,"terminationGracePeriodSeconds":60,"containers":[{"name":"a","name":"b"}]}}`,
+		// names differing only in case are not the field
+		`{"Spec":{"terminationGracePeriodSeconds":99},"spec":{"TerminationGracePeriodSeconds":7,"containers":[{"Name":"x","name":"y"}]},"METADATA":{"name":"no"}}`,
+		// IntOrString ports as number and as name; probes with the inline handler
+		`{"spec":{"containers":[{"name":"c","readinessProbe":{"httpGet":{"path":"/r","port":"http"},"periodSeconds":2},"livenessProbe":{"tcpSocket":{"port":8080}},"lifecycle":{"preStop":{"exec":{"command":["sh","-c","sleep 5"]}}}}]}}`,
+		// nulls and empty collections
+		`{"metadata":{"annotations":null},"spec":{"containers":null,"initContainers":[],"terminationGracePeriodSeconds":null}}`,
+		// invalid UTF-8 in a string, unknown fields of every type
+		"{\"metadata\":{\"name\":\"\xff\xfe\",\"future\":{\"x\":[1,2,{}]}},\"spec\":{\"containers\":[{\"name\":\"c\",\"resizePolicy\":[{}],\"env\":[{\"name\":\"A\",\"value\":\"\\u00e9\"}]}],\"status\":true}}",
+		// sidecars and ephemeral containers
+		`{"spec":{"initContainers":[{"name":"s","restartPolicy":"Always","command":["proxy"]}],"ephemeralContainers":[{"name":"debug","image":"busybox"}]}}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var full corev1.Pod
+		if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &full); err != nil {
+			return // the API server would not have sent it
+		}
+		if (full.APIVersion != "" && full.APIVersion != "v1") || (full.Kind != "" && full.Kind != "Pod") {
+			return
+		}
+		lean, err := decodeAdmissionPod(runtime.RawExtension{Raw: raw})
+		if err != nil {
+			t.Fatalf("the API machinery reads %q, the lean decode fails: %v", raw, err)
+		}
+		if want := project(&full); !reflect.DeepEqual(lean, want) {
+			t.Fatalf("%q:\n lean %#v\n want %#v", raw, lean, want)
+		}
+	})
 }

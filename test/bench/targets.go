@@ -94,7 +94,7 @@ func evaluate(r *Results) []Target {
 		}
 		why(fmt.Sprintf("The no-op baseline alone takes %s to read and decode the huge Pod's review (controller-runtime's "+
 			"admission.Webhook scans its JSON several times) and encode an answer, more than the %g ms goal. graceguard adds %s%s; "+
-			"the rest is one more scan of the Pod's JSON to read the fields it needs (section 2: the profile, and the decode before and after).",
+			"the rest is reading the fields it needs from the Pod's JSON, one more pass over it (section 2: the profile, and the decode before and after).",
 			duration(n.NsPerOp), goalHugeNs/1e6, duration(m.NsPerOp-n.NsPerOp), engine))
 	} else {
 		add(goal, false, false, "not measured")
