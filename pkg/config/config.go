@@ -87,7 +87,7 @@ func Default() Config {
 // BindFlags binds every server flag to c.
 func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	BindOptions(fs, &c.Options)
-	fs.StringVar(&c.CertDir, "cert-dir", c.CertDir, "directory with tls.crt and tls.key (reloaded when they change)")
+	fs.StringVar(&c.CertDir, "cert-dir", c.CertDir, "directory with tls.crt and tls.key (reloaded when they change); with --cert-mode=self-managed the webhook writes them there from its Secret")
 	fs.IntVar(&c.Port, "port", c.Port, "HTTPS port of the admission webhooks")
 	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress, `address of Prometheus /metrics ("0" disables it)`)
 	fs.StringVar(&c.HealthProbeBindAddress, "health-probe-bind-address", c.HealthProbeBindAddress, "address of /healthz and /readyz")

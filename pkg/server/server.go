@@ -137,14 +137,18 @@ func Run(ctx context.Context, cfg config.Config, opts ...Option) error {
 	}
 
 	if certsReady != nil {
-		if err := certs.AddRotator(mgr, certs.Config{
+		cc := certs.Config{
 			Namespace:                      cfg.Namespace,
 			SecretName:                     cfg.CertSecretName,
 			ServiceName:                    cfg.ServiceName,
 			MutatingWebhookConfiguration:   cfg.MutatingWebhookConfiguration,
 			ValidatingWebhookConfiguration: cfg.ValidatingWebhookConfiguration,
 			CertDir:                        cfg.CertDir,
-		}, certsReady); err != nil {
+		}
+		if err := certs.AddRotator(mgr, cc, certsReady); err != nil {
+			return err
+		}
+		if err := certs.AddSecretSync(mgr, cc, log.WithName("cert-sync")); err != nil {
 			return err
 		}
 	}

@@ -77,8 +77,10 @@ func TestDefaultsAreRestricted(t *testing.T) {
 	if spec.HostNetwork || spec.HostPID || spec.HostIPC {
 		t.Error("host namespaces shared")
 	}
-	if ms := r.container(t).VolumeMounts; len(ms) != 1 || !ms[0].ReadOnly {
-		t.Errorf("volume mounts %+v: want only the certificates, read-only", ms)
+	// The only writable path: the in-memory cert dir the webhook fills
+	// (assertCertDirInMemory).
+	if ms := r.container(t).VolumeMounts; len(ms) != 1 || ms[0].MountPath != certDir {
+		t.Errorf("volume mounts %+v: want only the cert dir", ms)
 	}
 }
 
@@ -436,7 +438,7 @@ func TestSelfManagedCertificates(t *testing.T) {
 	if f["mutating-webhook-configuration"] != r.mutating(t).Name || f["validating-webhook-configuration"] != r.validating(t).Name {
 		t.Errorf("webhook configuration flags %q %q do not name the rendered configurations", f["mutating-webhook-configuration"], f["validating-webhook-configuration"])
 	}
-	assertCertsMounted(t, r, f["cert-secret-name"])
+	assertCertDirInMemory(t, r)
 
 	for _, h := range r.mutating(t).Webhooks {
 		if len(h.ClientConfig.CABundle) != 0 {
@@ -459,6 +461,35 @@ func TestSelfManagedCertificates(t *testing.T) {
 			t.Errorf("self-managed mode renders %s", k)
 		}
 	}
+}
+
+// assertCertDirInMemory: in self-managed mode the webhook writes the
+// certificates from its Secret into --cert-dir itself, so the dir is a
+// writable in-memory emptyDir, and no Secret volume waits on the kubelet.
+func assertCertDirInMemory(t *testing.T, r *rendered) {
+	t.Helper()
+	spec := r.deployment(t).Spec.Template.Spec
+	if f := flags(t, r.container(t)); f["cert-dir"] != certDir {
+		t.Errorf("--cert-dir=%s, want %s", f["cert-dir"], certDir)
+	}
+	for _, m := range r.container(t).VolumeMounts {
+		if m.MountPath != certDir {
+			continue
+		}
+		if m.ReadOnly {
+			t.Errorf("volume %s at %s is read-only: the webhook cannot write its certificates there", m.Name, certDir)
+		}
+		for _, v := range spec.Volumes {
+			if v.Name != m.Name {
+				continue
+			}
+			if v.EmptyDir == nil || v.EmptyDir.Medium != corev1.StorageMediumMemory || v.EmptyDir.SizeLimit == nil {
+				t.Errorf("volume %s at %s is %+v, want an in-memory emptyDir with a size limit (the key stays off the node's disk)", v.Name, certDir, v.VolumeSource)
+			}
+			return
+		}
+	}
+	t.Errorf("nothing is mounted at --cert-dir %s: the read-only root filesystem leaves the webhook nowhere to write its certificates", certDir)
 }
 
 func assertCertsMounted(t *testing.T, r *rendered, secret string) {

@@ -200,7 +200,7 @@ func certMountTimes(ctx context.Context, start time.Time) []string {
 		if err != nil {
 			continue
 		}
-		var written, mounted time.Time
+		var written, copied, mounted time.Time
 		for _, line := range strings.Split(string(b), "\n") {
 			var l struct {
 				TS  time.Time `json:"ts"`
@@ -212,11 +212,14 @@ func certMountTimes(ctx context.Context, start time.Time) []string {
 			switch {
 			case written.IsZero() && (l.Msg == "server certs refreshed" || l.Msg == "no cert refresh needed"):
 				written = l.TS
+			case copied.IsZero() && l.Msg == "certificates written from the Secret":
+				copied = l.TS
 			case mounted.IsZero() && strings.HasPrefix(l.Msg, "certs are ready in"):
 				mounted = l.TS
 			}
 		}
-		out = append(out, fmt.Sprintf("%s: Secret filled %s, certificates mounted %s", p.Name, relSecs(written, start), relSecs(mounted, start)))
+		out = append(out, fmt.Sprintf("%s: Secret filled %s, copied into the cert dir %s, seen by the rotator %s",
+			p.Name, relSecs(written, start), relSecs(copied, start), relSecs(mounted, start)))
 	}
 	return out
 }

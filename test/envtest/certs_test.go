@@ -2,7 +2,6 @@ package envtest_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/tls"
@@ -12,8 +11,6 @@ import (
 	"math/big"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -55,9 +52,8 @@ var _ = Describe("self-managed certificates", func() {
 				"--validating-webhook-configuration="+hooks.Validating[0].Name,
 				"--shutdown-delay=0s", "--drain-timeout=2s"))
 		}
-		// No kubelet here: stand in for its Secret volume, projecting the
-		// Secret's keys into each replica's --cert-dir as they change.
-		projectSecret(ctx, ns, secretName, replicas)
+		// Each replica writes the Secret's certificates into its own
+		// --cert-dir (an empty temporary dir, as the chart's emptyDir).
 
 		for _, r := range replicas {
 			Expect(r.readyz()).NotTo(Equal(http.StatusOK), "ready before any certificate existed")
@@ -112,7 +108,6 @@ var _ = Describe("certificate expiry", func() {
 			"--shutdown-delay=0s", "--drain-timeout=2s"}
 
 		first := startReplica(replicaOpts{}, flags...)
-		projectSecret(ctx, ns, secretName, []*replica{first})
 		first.waitReady(90 * time.Second)
 		first.session.Terminate()
 		Eventually(first.session, 30*time.Second).Should(gexec.Exit(0))
@@ -128,7 +123,6 @@ var _ = Describe("certificate expiry", func() {
 		Expect(leafOf(s.Data["tls.crt"]).NotAfter).To(BeTemporally("<", time.Now().Add(31*24*time.Hour)))
 
 		second := startReplica(replicaOpts{port: first.port, health: first.health}, flags...)
-		projectSecret(ctx, ns, secretName, []*replica{second})
 		var renewed *corev1.Secret
 		Eventually(func(g Gomega) {
 			renewed, err = kube.CoreV1().Secrets(ns).Get(ctx, secretName, metav1.GetOptions{})
@@ -203,38 +197,6 @@ func installInert(ctx SpecContext, hooks chart.Webhooks) {
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) { _ = vapi.Delete(ctx, v.Name, metav1.DeleteOptions{}) })
 	}
-}
-
-// projectSecret writes the Secret's data into each replica's cert dir
-// whenever it changes, atomically per file, as the kubelet's Secret volume
-// does (there the delay is up to a minute).
-func projectSecret(ctx SpecContext, ns, name string, replicas []*replica) {
-	pctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	DeferCleanup(func() { cancel(); <-done })
-	go func() {
-		defer close(done)
-		defer GinkgoRecover()
-		var last string
-		for pctx.Err() == nil {
-			s, err := kube.CoreV1().Secrets(ns).Get(pctx, name, metav1.GetOptions{})
-			if err == nil && len(s.Data) > 0 && s.ResourceVersion != last {
-				last = s.ResourceVersion
-				for _, r := range replicas {
-					for k, v := range s.Data {
-						tmp := filepath.Join(r.certDir, "."+k+".tmp")
-						if os.WriteFile(tmp, v, 0o600) == nil {
-							_ = os.Rename(tmp, filepath.Join(r.certDir, k))
-						}
-					}
-				}
-			}
-			select {
-			case <-pctx.Done():
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-	}()
 }
 
 func readyz(port int) int {

@@ -42,7 +42,8 @@ var _ = Describe("a real helm install", Ordered, func() {
 		})
 
 		// No kubelet here: run the installed Deployment's container as a
-		// process, with its own arguments, and stand in for the Secret volume.
+		// process, with its own arguments; it writes its certificates from
+		// the Secret into its cert dir itself.
 		d, err := kube.AppsV1().Deployments(ns).Get(ctx, release+"-graceguard", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		args := d.Spec.Template.Spec.Containers[0].Args
@@ -59,7 +60,6 @@ var _ = Describe("a real helm install", Ordered, func() {
 			}
 		}
 		r := startReplica(replicaOpts{}, append(own, "--namespace="+ns, "--shutdown-delay=0s")...)
-		projectSecret(ctx, ns, secretName, []*replica{r})
 		r.waitReady(90 * time.Second)
 
 		caBundles := func(g Gomega) [][]byte {

@@ -141,9 +141,10 @@ func Markdown(r *Run, assets string) string {
 			b.WriteString("\n")
 		}
 		if len(in.CertsMounted) > 0 {
-			b.WriteString("The replicas serve only once the kubelet has refreshed the Secret volume with the certificates their rotator\n" +
-				"wrote (the kubelet's periodic sync, up to about a minute and a half), which dominates the install time; from\n" +
-				"the webhook's log (whole seconds after `helm install` started):\n\n")
+			b.WriteString("A replica serves once its rotator has filled (or found) the Secret, the replica has copied the certificates\n" +
+				"into its in-memory cert dir (it watches the Secret; no Secret volume, so no wait for the kubelet's refresh), and\n" +
+				"the rotator has seen them there (it looks with a back-off doubling from 1 s); from the webhook's log (whole\n" +
+				"seconds after `helm install` started):\n\n")
 			for _, c := range in.CertsMounted {
 				fmt.Fprintf(&b, "- %s\n", c)
 			}
