@@ -69,8 +69,14 @@ func AddSecretSync(mgr manager.Manager, cfg Config, log logr.Logger) error {
 	}); err != nil {
 		return fmt.Errorf("certs: watching Secret %s/%s: %w", cfg.Namespace, cfg.SecretName, err)
 	}
-	return mgr.Add(c)
+	return mgr.Add(everyReplica{c})
 }
+
+// everyReplica runs the Secret's cache in every replica, with or without
+// leader election: each replica needs its own copy of the certificates.
+type everyReplica struct{ cache.Cache }
+
+func (everyReplica) NeedLeaderElection() bool { return false }
 
 // secretSync writes the Secret's certificates into dir. The informer calls
 // changed from one goroutine.
