@@ -19,35 +19,26 @@ import (
 // time. Each benchmark checks once that the Pod really is mutated, so a
 // change that made graceguard skip the Pod would not pass for a speed-up.
 
-var benchPods = []struct {
-	name string
-	pod  func() *corev1.Pod
-}{
-	{"minimal", fixture.MinimalPod},
-	{"typical", fixture.TypicalPod},
-	{"huge", fixture.HugePod},
-}
-
 // BenchmarkMutate measures Mutate plus Report.Patch, the whole decision of
 // the mutating webhook, on a fresh copy of the Pod each time (Mutate
 // changes the Pod it is given).
 func BenchmarkMutate(b *testing.B) {
-	for _, tc := range benchPods {
-		pod := tc.pod()
-		b.Run("pod="+tc.name, func(b *testing.B) { benchMutate(b, pod) })
+	for _, tc := range fixture.Pods {
+		pod := tc.Pod()
+		b.Run("pod="+tc.Name, func(b *testing.B) { benchMutate(b, pod) })
 	}
 }
 
 // BenchmarkValidate measures Validate on the mutated Pod, as the validating
 // webhook receives it.
 func BenchmarkValidate(b *testing.B) {
-	for _, tc := range benchPods {
-		pod := tc.pod()
+	for _, tc := range fixture.Pods {
+		pod := tc.Pod()
 		opts, ns := mutate.DefaultOptions(), fixture.OptedIn()
 		mutate.Mutate(mutate.ForPod(pod), ns, opts)
-		b.Run("pod="+tc.name, func(b *testing.B) {
+		b.Run("pod="+tc.Name, func(b *testing.B) {
 			if r := mutate.Validate(mutate.ForPod(pod), ns, opts); r.Denied() || r.Skip != "" {
-				b.Fatalf("the mutated %s Pod is not validated as admitted: skip %q, violations %v", tc.name, r.Skip, r.Violations)
+				b.Fatalf("the mutated %s Pod is not validated as admitted: skip %q, violations %v", tc.Name, r.Skip, r.Violations)
 			}
 			b.ReportAllocs()
 			for b.Loop() {

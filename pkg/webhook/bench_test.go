@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -29,20 +28,11 @@ import (
 // graceguard itself costs. make bench runs these and puts them in
 // docs/benchmarks.md; they assert nothing about time.
 
-var benchPods = []struct {
-	name string
-	pod  func() *corev1.Pod
-}{
-	{"minimal", fixture.MinimalPod},
-	{"typical", fixture.TypicalPod},
-	{"huge", fixture.HugePod},
-}
-
 // BenchmarkServe runs every handler on every Pod. validate-pod receives the
 // Pod as mutated, as the API server sends it after the mutating webhook.
 func BenchmarkServe(b *testing.B) {
-	for _, tc := range benchPods {
-		pod := tc.pod()
+	for _, tc := range fixture.Pods {
+		pod := tc.Pod()
 		created := fixture.Review(pod)
 		mutated := pod.DeepCopy()
 		mutate.Mutate(mutate.ForPod(mutated), fixture.OptedIn(), mutate.DefaultOptions())
@@ -59,7 +49,7 @@ func BenchmarkServe(b *testing.B) {
 			{"mutate-pod-full-decode", webhook.PathMutatePod, func(c webhook.Config) admission.Handler { return webhook.NewPodMutatorFullDecode(c) }, created, true},
 			{"validate-pod", webhook.PathValidatePod, func(c webhook.Config) admission.Handler { return webhook.NewPodValidator(c) }, fixture.Review(mutated), false},
 		} {
-			b.Run("pod="+tc.name+"/handler="+h.name, func(b *testing.B) {
+			b.Run("pod="+tc.Name+"/handler="+h.name, func(b *testing.B) {
 				benchServe(b, h.handler(handlerConfig(b)), h.path, h.body, h.patched)
 			})
 		}

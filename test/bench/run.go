@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/graceguard/graceguard/pkg/webhook"
 	"github.com/graceguard/graceguard/test/bench/fixture"
@@ -352,20 +351,13 @@ func waitForLoad(ctx context.Context, limit float64, timeout time.Duration, logf
 
 func podSizes() []PodSize {
 	var out []PodSize
-	for _, p := range []struct {
-		name string
-		pod  func() *corev1.Pod
-	}{
-		{"minimal", fixture.MinimalPod},
-		{"typical", fixture.TypicalPod},
-		{"huge", fixture.HugePod},
-	} {
-		pod := p.pod()
+	for _, p := range fixture.Pods {
+		pod := p.Pod()
 		env := 0
 		for _, c := range pod.Spec.Containers {
 			env += len(c.Env)
 		}
-		ps := PodSize{Name: p.name, Containers: len(pod.Spec.Containers), EnvVars: env,
+		ps := PodSize{Name: p.Name, Containers: len(pod.Spec.Containers), EnvVars: env,
 			PodBytes: len(fixture.JSON(pod)), ReviewBytes: len(fixture.Review(pod))}
 		pod.ManagedFields = nil
 		ps.SpecBytes = len(fixture.JSON(pod))
