@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-
 	"github.com/graceguard/graceguard/pkg/webhook"
 	"github.com/graceguard/graceguard/test/bench/fixture"
 )
