@@ -114,16 +114,21 @@ type signer struct {
 	key  *ecdsa.PrivateKey
 }
 
-func serial() (*big.Int, error) {
-	return rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 126))
+// newKey is a fresh P-256 key and a random serial number for its certificate.
+func newKey() (*ecdsa.PrivateKey, *big.Int, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	sn, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 126))
+	if err != nil {
+		return nil, nil, err
+	}
+	return key, sn, nil
 }
 
 func newCA(cn string, now time.Time) (*signer, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	sn, err := serial()
+	key, sn, err := newKey()
 	if err != nil {
 		return nil, err
 	}
@@ -151,11 +156,7 @@ func (ca *signer) issue(spec certSpec, now time.Time) (*signer, error) {
 	if ca == nil {
 		return nil, errors.New("unknown signer " + spec.ca)
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	sn, err := serial()
+	key, sn, err := newKey()
 	if err != nil {
 		return nil, err
 	}

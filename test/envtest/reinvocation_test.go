@@ -89,6 +89,20 @@ func startLateSidecar(ctx SpecContext, name, label string, l *lateSidecar) {
 	DeferCleanup(func(ctx SpecContext) { _ = api.Delete(ctx, name, metav1.DeleteOptions{}) })
 }
 
+// createWhenServed creates the Pod, retrying until the test webhook just
+// registered is served (its configuration reaches the API server's
+// admission chain a moment after it is created).
+func createWhenServed(ctx SpecContext, ns string, p *corev1.Pod) *corev1.Pod {
+	GinkgoHelper()
+	var got *corev1.Pod
+	Eventually(func() error {
+		var err error
+		got, err = kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		return err
+	}).Should(Succeed())
+	return got
+}
+
 var _ = Describe("reinvocation after a later webhook adds a container", func() {
 	It("treats the added container and doubles nothing", func(ctx SpecContext) {
 		l := &lateSidecar{container: corev1.Container{Name: "late-sidecar", Image: "registry.local/sidecar:1"}}
@@ -96,12 +110,7 @@ var _ = Describe("reinvocation after a later webhook adds a container", func() {
 		ns := optedIn(ctx, "reinvoke")
 		p := pod("meshed", nil)
 		p.Labels = map[string]string{"test.graceguard.io/late-sidecar": "yes"}
-		var got *corev1.Pod
-		Eventually(func() error {
-			var err error
-			got, err = kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
-			return err
-		}).Should(Succeed())
+		got := createWhenServed(ctx, ns, p)
 		Expect(l.calls.Load()).To(BeNumerically(">=", 1))
 		Expect(got.Spec.Containers).To(HaveLen(2))
 		for _, c := range got.Spec.Containers {
@@ -119,12 +128,7 @@ var _ = Describe("reinvocation after a later webhook adds a container", func() {
 		ns := optedIn(ctx, "reinvoke-slow")
 		p := pod("meshed", nil)
 		p.Labels = map[string]string{"test.graceguard.io/slow-proxy": "yes"}
-		var got *corev1.Pod
-		Eventually(func() error {
-			var err error
-			got, err = kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
-			return err
-		}).Should(Succeed())
+		got := createWhenServed(ctx, ns, p)
 		// Without reinvocation the validating webhook would deny this Pod
 		// (hook 60s + 25s > grace 30s); reinvoked, graceguard fixes it.
 		Expect(*got.Spec.TerminationGracePeriodSeconds).To(Equal(int64(85)))
