@@ -9,6 +9,14 @@ const (
 	LabelMode = "graceguard.io/mode"
 )
 
+// LabelTreated marks every Pod whose budget graceguard enforced, so that
+// the shutdown observer watches those Pods through a label selector and
+// never all Pods of the cluster. Written by graceguard, never by users.
+const (
+	LabelTreated      = "graceguard.io/treated"
+	LabelTreatedValue = "true"
+)
+
 // Pod annotations, set by app teams. The four budget keys, PreStop and the
 // probe keys also work on a Namespace, as defaults for its Pods.
 const (

@@ -136,6 +136,20 @@ func mutate(t Target, s Settings, p paths, bad []Finding, r *Report) {
 		t.Meta.Annotations[AnnotationBudget] = note
 		r.Changes = append(r.Changes, ch)
 	}
+
+	// The shutdown observer selects Pods by this label, so that it never
+	// watches all Pods. A value already there is kept (Mutate only adds).
+	if _, ok := t.Meta.Labels[LabelTreated]; !ok {
+		ch := Change{Reason: ChangeTreated, Path: t.MetaPath.Child("labels").Key(LabelTreated), Summary: LabelTreatedValue}
+		if t.Meta.Labels == nil {
+			t.Meta.Labels = map[string]string{}
+			ch.Op = add(t.metaPointer()+"/labels", map[string]string{LabelTreated: LabelTreatedValue})
+		} else {
+			ch.Op = add(t.metaPointer()+"/labels/"+escape(LabelTreated), LabelTreatedValue)
+		}
+		t.Meta.Labels[LabelTreated] = LabelTreatedValue
+		r.Changes = append(r.Changes, ch)
+	}
 }
 
 func preStopHandler(h PreStopHandler, seconds int64) *corev1.LifecycleHandler {

@@ -19,6 +19,7 @@ var reasonDocs = map[Reason]struct{ kind, text string }{
 	ChangeReadiness:         {"change", "A readiness probe from `graceguard.io/readiness-path` was added where none existed."},
 	ChangeLiveness:          {"change", "A liveness probe from `graceguard.io/liveness-path` was added where none existed."},
 	ChangeBudget:            {"change", "The `graceguard.io/budget` annotation records the terms and the grace."},
+	ChangeTreated:           {"change", "The label `graceguard.io/treated: \"true\"` marks the Pod for the shutdown observer, whose watch selects this label and no other Pod (added when absent)."},
 	WarnShellForm:           {"warning", "The container runs through `sh -c` without `exec`: the shell may not forward SIGTERM."},
 	WarnLivenessIsReadiness: {"warning", "Liveness and readiness probe the same endpoint: a draining app would fail liveness and be restarted."},
 	WarnNoReadiness:         {"warning", "A container declares ports but has no readiness probe."},

@@ -32,6 +32,7 @@ const (
 	ChangeReadiness Reason = "readiness-probe-added"
 	ChangeLiveness  Reason = "liveness-probe-added"
 	ChangeBudget    Reason = "budget-recorded"
+	ChangeTreated   Reason = "treated-label-added"
 )
 
 // Advice that does not block admission.
@@ -57,7 +58,7 @@ const (
 // AllReasons lists every reason, for docs and for bounding metric labels.
 var AllReasons = []Reason{
 	SkipNotOptedIn, SkipExcluded, SkipMirrorPod, SkipOptedOut, SkipNotApplicable,
-	ChangePreStop, ChangeGrace, ChangeReadiness, ChangeLiveness, ChangeBudget,
+	ChangePreStop, ChangeGrace, ChangeReadiness, ChangeLiveness, ChangeBudget, ChangeTreated,
 	WarnShellForm, WarnLivenessIsReadiness, WarnNoReadiness, WarnHookUnknownLength, WarnNoProbePort, WarnWouldChange,
 	DenyHookExceedsGrace, DenyBudgetExceedsGrace, DenyBudgetOverCap, DenyInvalidAnnotation, DenyInvalidNamespace, DenyNotMutated,
 }
@@ -181,7 +182,9 @@ func (r *Report) AdmissionWarnings() []string {
 	switch r.Stage {
 	case StageMutate:
 		for _, c := range r.Changes {
-			if c.Reason != ChangeBudget {
+			// The budget annotation and the observer's label only
+			// record what the other changes do.
+			if c.Reason != ChangeBudget && c.Reason != ChangeTreated {
 				out = append(out, shorten("enforce would set "+c.String()))
 			}
 		}

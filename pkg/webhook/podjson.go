@@ -22,6 +22,7 @@ type admissionPod struct {
 		Name         string            `json:"name"`
 		GenerateName string            `json:"generateName"`
 		Namespace    string            `json:"namespace"`
+		Labels       map[string]string `json:"labels"`
 		Annotations  map[string]string `json:"annotations"`
 	} `json:"metadata"`
 	Spec struct {
@@ -74,7 +75,8 @@ func decodeAdmissionPod(raw runtime.RawExtension) (*corev1.Pod, error) {
 		return nil, fmt.Errorf("the object is %s %s, not v1 Pod", a.APIVersion, a.Kind)
 	}
 	pod := &corev1.Pod{TypeMeta: a.TypeMeta}
-	pod.Name, pod.GenerateName, pod.Namespace, pod.Annotations = a.Metadata.Name, a.Metadata.GenerateName, a.Metadata.Namespace, a.Metadata.Annotations
+	pod.Name, pod.GenerateName, pod.Namespace = a.Metadata.Name, a.Metadata.GenerateName, a.Metadata.Namespace
+	pod.Labels, pod.Annotations = a.Metadata.Labels, a.Metadata.Annotations
 	pod.Spec.TerminationGracePeriodSeconds = a.Spec.TerminationGracePeriodSeconds
 	if n := len(a.Spec.Containers); n > 0 {
 		pod.Spec.Containers = make([]corev1.Container, n)
