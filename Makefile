@@ -58,6 +58,8 @@ bench: ## Benchmark engine and handlers, the webhook under TLS load next to a no
 fuzz: ## Fuzz the parsers, the mutation invariants and the webhook's Pod decode (FUZZTIME each, default 30s).
 	$(GO) test ./pkg/budget -run '^$$' -fuzz FuzzParseDuration -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/budget -run '^$$' -fuzz FuzzBudgetGrace -fuzztime $(FUZZTIME)
+	$(GO) test ./pkg/budget -run '^$$' -fuzz FuzzParseAnnotation -fuzztime $(FUZZTIME)
+	$(GO) test ./pkg/budget -run '^$$' -fuzz FuzzRecommendCoversWhatWasSeen -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/mutate -run '^$$' -fuzz FuzzMutate -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/webhook -run '^$$' -fuzz FuzzLeanDecodeReadsLikeTheAPIMachinery -fuzztime $(FUZZTIME)
 
