@@ -28,13 +28,21 @@ fmt: ## Format the code.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: vet
-vet: chart-docs-check ## Check formatting, go vet, and that the chart README is generated.
+vet: chart-docs-check generate-check ## Check formatting, go vet, and that the chart README, the CRD and the deep-copy code are generated.
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
 .PHONY: golden
 golden: ## Regenerate golden files and generated docs after an intended change (review the diff!).
 	UPDATE_GOLDEN=1 $(GO) test ./pkg/mutate/ ./pkg/cli/ ./internal/chart/
+
+.PHONY: generate
+generate: ## Regenerate the API's deep-copy code and CRD (charts/graceguard/crds/) from pkg/api with controller-gen (pinned).
+	hack/generate.sh
+
+.PHONY: generate-check
+generate-check: ## Fail if the deep-copy code or the CRD is stale.
+	hack/generate.sh --check
 
 .PHONY: manifests
 manifests: ## Regenerate config/install.yaml (the chart's defaults, for kubectl apply -k config/).
