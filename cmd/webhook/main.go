@@ -1,6 +1,7 @@
 // Command webhook is graceguard's admission webhook server. It only wires:
 // flags into a validated config.Config, logging, a signal context, and
-// server.Run.
+// server.Run. `webhook observe` runs the shutdown observer instead
+// (pkg/observer), from the same image.
 package main
 
 import (
@@ -35,6 +36,9 @@ const (
 
 // run parses args, validates them and serves until ctx ends.
 func run(ctx context.Context, args []string, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "observe" {
+		return observe(ctx, args[1:], stderr)
+	}
 	cfg := config.Default()
 	fs := pflag.NewFlagSet("graceguard-webhook", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
