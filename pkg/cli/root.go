@@ -71,7 +71,7 @@ then used as it is.`,
 	root.SetErr(errOut)
 	// pflag already names the flag, the value and why it was refused.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return err })
-	root.AddCommand(newMutateCmd(), newCheckCmd(), newExplainCmd(), newVersionCmd())
+	root.AddCommand(newMutateCmd(), newCheckCmd(), newExplainCmd(), newRecommendCmd(), newVersionCmd())
 	return root
 }
 
