@@ -22,7 +22,7 @@ func TestParseAnnotationReadsWhatAnnotationWrites(t *testing.T) {
 
 func TestParseAnnotationNamesTheProblem(t *testing.T) {
 	for in, want := range map[string]string{
-		"routing=5s work=20s cleanup=2s margin=3s":             "grace is missing",
+		"routing=5s work=20s cleanup=2s margin=3s":              "grace is missing",
 		"routing=5s work=20s cleanup=2s margin=3s grace=thirty": `grace "thirty" is not whole seconds`,
 		"routing=5s work=soon cleanup=2s margin=3s grace=30s":   `work "soon" is not a duration`,
 		"routing=5s work=20s cleanup=2s margin=3s grace=30s x":  `"x" is not key=value`,

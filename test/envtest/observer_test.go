@@ -98,7 +98,9 @@ func startObserver(ctx context.Context) *prometheus.Registry {
 	Expect(cfg.Validate()).To(Succeed())
 	octx, cancel := context.WithCancel(logf.IntoContext(context.WithoutCancel(ctx), logr.Discard()))
 	done := make(chan error, 1)
-	go func() { done <- observer.Run(octx, cfg, observer.WithRESTConfig(cp.Config), observer.WithRegistry(reg)) }()
+	go func() {
+		done <- observer.Run(octx, cfg, observer.WithRESTConfig(cp.Config), observer.WithRegistry(reg))
+	}()
 	DeferCleanup(func() {
 		cancel()
 		Eventually(done).WithTimeout(30 * time.Second).Should(Receive(BeNil()))
