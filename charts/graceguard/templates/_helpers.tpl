@@ -200,3 +200,26 @@ matchConditions:
       !has(object.metadata.annotations) ||
       !('kubernetes.io/config.mirror' in object.metadata.annotations)
 {{- end -}}
+
+{{/*
+The observer's own names and labels. Its Pods must not carry the webhook's
+selector labels: the webhook Service, PodDisruptionBudget and spread
+constraints select by those.
+*/}}
+{{- define "graceguard.observerName" -}}
+{{- printf "%s-observer" (include "graceguard.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "graceguard.observerSelectorLabels" -}}
+app.kubernetes.io/name: {{ printf "%s-observer" (include "graceguard.name" .) | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "graceguard.observerLabels" -}}
+helm.sh/chart: {{ include "graceguard.chart" . }}
+{{ include "graceguard.observerSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: graceguard
+app.kubernetes.io/component: observer
+{{- end -}}
