@@ -183,6 +183,11 @@ var _ = Describe("graceguard on a real node", Ordered, ContinueOnFailure, func()
 		requireInstalled()
 		selfRollout(ctx)
 	})
+
+	It("6. budgets from evidence: kills observed, the recommendation applied, the next rollout clean", func(ctx SpecContext) {
+		requireInstalled()
+		tuneFromEvidence(ctx)
+	})
 })
 
 // certMountTimes reads, from each webhook replica's log, when its rotator

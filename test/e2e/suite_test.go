@@ -46,13 +46,14 @@ const (
 	nsHookA    = "gg-e2e-hook-a"
 	nsHookB    = "gg-e2e-hook-b"
 	nsChurn    = "gg-e2e-churn"
+	nsTune     = "gg-e2e-tune"
 	optInLabel = "graceguard.io/inject"
 )
 
 var testNamespaces = []struct {
 	name    string
 	optedIn bool
-}{{nsLab, true}, {nsControl, false}, {nsRollA, true}, {nsRollB, false}, {nsHookA, true}, {nsHookB, false}, {nsChurn, true}}
+}{{nsLab, true}, {nsControl, false}, {nsRollA, true}, {nsRollB, false}, {nsHookA, true}, {nsHookB, false}, {nsChurn, true}, {nsTune, true}}
 
 var (
 	cl       *cluster.Cluster

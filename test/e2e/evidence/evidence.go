@@ -87,6 +87,7 @@ type Run struct {
 	Rollout     *Rollout     `json:"rollout,omitempty"`
 	Hook        *Hook        `json:"hookLongerThanGrace,omitempty"`
 	SelfRollout *SelfRollout `json:"selfRollout,omitempty"`
+	Tune        *Tune        `json:"tuneFromEvidence,omitempty"`
 }
 
 // Env is what the run ran on.
@@ -294,6 +295,64 @@ type SelfRollout struct {
 	Checks  Checks           `json:"checks"`
 }
 
+// Tune is scenario 6: a budget shorter than the app's drain, observed by
+// graceguard's observer, its recommendation applied, and the next rollout.
+type Tune struct {
+	Namespace     string       `json:"namespace"`
+	Workload      string       `json:"workload"`
+	Replicas      int          `json:"replicas"`
+	Annotations   string       `json:"templateAnnotations"`
+	Grace         int64        `json:"templateGrace"`
+	Rate          int          `json:"requestsPerSecond"`
+	Work          Secs         `json:"workSeconds"`
+	RouterLag     Secs         `json:"routerLagSeconds"`
+	ClientTimeout Secs         `json:"clientTimeoutSeconds"`
+	Rounds        []*TuneRound `json:"rounds"`
+	// Recommend is `kubectl graceguard recommend` after the first round,
+	// RecommendYAML its -o yaml, applied server-side; RecommendAfter is
+	// recommend after the last round.
+	Recommend      string `json:"recommend"`
+	RecommendYAML  string `json:"recommendYAML"`
+	RecommendAfter string `json:"recommendAfter"`
+	// Table is `kubectl get shutdownreports` after the last round.
+	Table  []string `json:"reportTable"`
+	Events []string `json:"workloadEvents"`
+	// GarbageCollected: the report went away with the Deployment, in seconds.
+	GarbageCollected At     `json:"reportGarbageCollected"`
+	Checks           Checks `json:"checks"`
+}
+
+// TuneRound is one rollout of scenario 6 under load.
+type TuneRound struct {
+	Name   string `json:"name"`
+	Budget string `json:"oldPodsBudget"`
+	Grace  int64  `json:"oldPodsGrace"`
+	// Sent, Succeeded, Failed and ByKind are the load's requests.
+	Sent      int            `json:"sent"`
+	Succeeded int            `json:"succeeded"`
+	Failed    int            `json:"failed"`
+	ByKind    map[string]int `json:"failuresByKind"`
+	Rollout   Secs           `json:"rolloutSeconds"`
+	// Observed and Kills are what the report gained in this round.
+	Observed int64 `json:"observed"`
+	Kills    int64 `json:"kills"`
+	// Samples are the report's samples of this round's Pods.
+	Samples []TuneSample `json:"samples"`
+	// Recommended is the report's recommendation after the round.
+	Recommended string `json:"recommended"`
+}
+
+// TuneSample is one observed shutdown, beside what the app itself logged.
+type TuneSample struct {
+	Pod      string `json:"pod"`
+	Outcome  string `json:"outcome"`
+	ExitCode int32  `json:"exitCode"`
+	Drain    int64  `json:"observedDrainSeconds"`
+	// AppDrain is sigterm to shutdown_complete in the app's own log
+	// (nanoseconds); nil when the app never completed (killed).
+	AppDrain At `json:"appDrainSeconds,omitempty"`
+}
+
 // WebhookMetrics are the apiserver counters of one webhook.
 type WebhookMetrics struct {
 	Name      string  `json:"name"`
@@ -336,6 +395,7 @@ func (r *Run) scenarios() []scenario {
 	add("rollout", "3. Rollout restart under load", r.Rollout != nil, checksOfR(r.Rollout))
 	add("hook", "4. preStop hook longer than grace", r.Hook != nil, checksOfH(r.Hook))
 	add("self", "5. graceguard's own rollout", r.SelfRollout != nil, checksOfS(r.SelfRollout))
+	add("tune", "6. Budgets from evidence: observe, recommend, apply", r.Tune != nil, checksOfT(r.Tune))
 	return out
 }
 
@@ -370,6 +430,12 @@ func checksOfH(h *Hook) Checks {
 		return nil
 	}
 	return h.Checks
+}
+func checksOfT(t *Tune) Checks {
+	if t == nil {
+		return nil
+	}
+	return t.Checks
 }
 func checksOfS(s *SelfRollout) Checks {
 	if s == nil {

@@ -262,6 +262,10 @@ func Markdown(r *Run, assets string) string {
 		checksTable(&b, s.Checks)
 	}
 
+	if t := r.Tune; t != nil {
+		tuneSection(&b, t)
+	}
+
 	b.WriteString("## Specs\n\n| spec | state | duration |\n|---|---|---|\n")
 	for _, s := range r.Specs {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", cell(s.Name), s.State, secs(s.Duration))
@@ -274,6 +278,60 @@ func Markdown(r *Run, assets string) string {
 	}
 	fmt.Fprintf(&b, "Images: `%s` (%s), `%s` (%s).\n", r.Env.WebhookImage, r.Env.WebhookDigest, r.Env.DrainappImage, r.Env.DrainappDigest)
 	return b.String()
+}
+
+func tuneSection(b *strings.Builder, t *Tune) {
+	b.WriteString("## 6. Budgets from evidence: observe, recommend, apply\n\n")
+	fmt.Fprintf(b, "Deployment `%s/%s`, %d replicas, Pod template annotations `%s` and `terminationGracePeriodSeconds: %d`\n"+
+		"(a team that trimmed its grace to the budget). The app's drain really takes longer than 5 s: the load sends %d requests/s\n"+
+		"of %s work through the router of scenario 3 (lag %s, client timeout %s), and requests admitted until the router\n"+
+		"withdraws a Pod keep it draining about 12 s after SIGTERM. graceguard's observer (the chart's `observer` Deployment) records\n"+
+		"every old Pod's shutdown in ShutdownReport `deployment-%s`; `kubectl graceguard recommend` (run in-process with the\n"+
+		"cluster's kubeconfig) reads it, and its `-o yaml` is applied with server-side apply, as its help says. Each round is a\n"+
+		"rollout restart under that load.\n\n",
+		t.Namespace, t.Workload, t.Replicas, t.Annotations, t.Grace, t.Rate, secs(t.Work), secs(t.RouterLag), secs(t.ClientTimeout), t.Workload)
+	b.WriteString("| round | old Pods' budget | sent | succeeded | failed | failures by kind | shutdowns observed | SIGKILLed | observed drains (s) | recommendation after the round | rollout |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, rd := range t.Rounds {
+		var drains []string
+		for _, s := range rd.Samples {
+			d := fmt.Sprintf("%d", s.Drain)
+			if s.Outcome == "Killed" {
+				d += " killed"
+			}
+			if s.AppDrain != nil {
+				d += fmt.Sprintf(" (app: %.2f)", float64(*s.AppDrain))
+			}
+			drains = append(drains, d)
+		}
+		fmt.Fprintf(b, "| %s | `%s` | %d | %d | %d | %s | %d | %d | %s | %s | %s |\n", rd.Name, rd.Budget, rd.Sent, rd.Succeeded, rd.Failed,
+			cell(KindList(rd.ByKind)), rd.Observed, rd.Kills, cell(OrNone(strings.Join(drains, ", "))), cell(rd.Recommended), secs(rd.Rollout))
+	}
+	b.WriteString("\nObserved drains are the observer's (SIGTERM to exit from whole-second API times; for a killed Pod, SIGTERM to the\n" +
+		"kill); \"app\" is sigterm to shutdown_complete in the app's own nanosecond log, where it completed.\n\n")
+	if t.Recommend != "" {
+		fmt.Fprintf(b, "`kubectl graceguard recommend -n %s` after the first round:\n\n```\n%s```\n\n", t.Namespace, t.Recommend)
+	}
+	if t.RecommendYAML != "" {
+		fmt.Fprintf(b, "Its `-o yaml`, applied with `kubectl apply --server-side --force-conflicts` semantics (the Helm SDK's client, field manager\n"+
+			"`graceguard-recommend`):\n\n```yaml\n%s```\n\n", t.RecommendYAML)
+	}
+	if len(t.Events) > 0 {
+		b.WriteString("Events on the Deployment:\n\n")
+		for _, e := range t.Events {
+			fmt.Fprintf(b, "- %s\n", e)
+		}
+		b.WriteString("\n")
+	}
+	if len(t.Table) > 0 {
+		fmt.Fprintf(b, "`kubectl get shutdownreports -n %s` after the last round (the CRD's printer columns):\n\n```\n%s\n```\n\n", t.Namespace, strings.Join(t.Table, "\n"))
+	}
+	if t.RecommendAfter != "" {
+		fmt.Fprintf(b, "`kubectl graceguard recommend` after the last round:\n\n```\n%s```\n\n", t.RecommendAfter)
+	}
+	if t.GarbageCollected != nil {
+		fmt.Fprintf(b, "Deleting the Deployment took its report with it (garbage collection through the report's owner reference) within %s.\n\n", at(t.GarbageCollected))
+	}
+	checksTable(b, t.Checks)
 }
 
 func onOff(b bool) string {
@@ -396,6 +454,14 @@ func summary(r *Run, name string) string {
 					at(d.SIGTERM), at(d.ClientDone), h.HookCutEvents, exitOf(d.ExitCode))
 			}
 			return s
+		}
+	case "tune":
+		if t := r.Tune; t != nil {
+			var parts []string
+			for _, rd := range t.Rounds {
+				parts = append(parts, fmt.Sprintf("%s: %d of %d requests failed, %d of %d shutdowns SIGKILLed", rd.Name, rd.Failed, rd.Sent, rd.Kills, rd.Observed))
+			}
+			return strings.Join(parts, "; ")
 		}
 	case "self":
 		if s := r.SelfRollout; s != nil {
