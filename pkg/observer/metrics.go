@@ -21,6 +21,7 @@ type Metrics struct {
 	kills     *prometheus.CounterVec
 	hooks     *prometheus.CounterVec
 	skipped   *prometheus.CounterVec
+	pods      prometheus.Gauge
 	namespace bool
 }
 
@@ -49,9 +50,13 @@ func NewMetrics(reg prometheus.Registerer, namespace bool) (*Metrics, error) {
 			Name: "graceguard_observer_skipped_total",
 			Help: "Deleted treated Pods that gave no sample, by reason.",
 		}, []string{"reason"}),
+		pods: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "graceguard_observer_pods",
+			Help: "Pods in the observer's cache: the treated Pods (label graceguard.io/treated=true) that exist; 0 on a standby replica.",
+		}),
 		namespace: namespace,
 	}
-	for _, c := range []prometheus.Collector{m.drain, m.kills, m.hooks, m.skipped} {
+	for _, c := range []prometheus.Collector{m.drain, m.kills, m.hooks, m.skipped, m.pods} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering the observer's metrics: %w", err)
 		}
@@ -86,4 +91,11 @@ func (m *Metrics) skip(s Skip) {
 		return
 	}
 	m.skipped.WithLabelValues(string(s)).Inc()
+}
+
+func (m *Metrics) cached(delta float64) {
+	if m == nil {
+		return
+	}
+	m.pods.Add(delta)
 }

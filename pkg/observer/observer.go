@@ -98,9 +98,15 @@ func (o *observer) Start(ctx context.Context) error {
 		return fmt.Errorf("watching treated Pods: %w", err)
 	}
 	if _, err := pods.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { o.podChanged(obj) },
+		AddFunc: func(obj any) {
+			o.metrics.cached(1)
+			o.podChanged(obj)
+		},
 		UpdateFunc: func(_, obj any) { o.podChanged(obj) },
-		DeleteFunc: o.podDeleted,
+		DeleteFunc: func(obj any) {
+			o.metrics.cached(-1)
+			o.podDeleted(obj)
+		},
 	}); err != nil {
 		return err
 	}

@@ -206,6 +206,14 @@ var _ = Describe("the shutdown observer", Ordered, func() {
 		Expect(untreated.Labels).NotTo(HaveKey(mutate.LabelTreated))
 		Expect(hooked.Spec.Containers[0].Lifecycle.PreStop.Exec.Command).To(Equal([]string{"sleep", "5"}))
 
+		By("the observer caches exactly the treated Pods of the cluster, none of the others")
+		Eventually(func(g Gomega) {
+			treated := must(kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: mutate.LabelTreated + "=" + mutate.LabelTreatedValue}))
+			all := must(kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{}))
+			g.Expect(len(all.Items)).To(BeNumerically(">", len(treated.Items)), "untreated Pods exist")
+			g.Expect(metricValue(reg, "graceguard_observer_pods", nil).GetGauge().GetValue()).To(Equal(float64(len(treated.Items))))
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+
 		By("the kubelet's part: SIGKILL at the 15s grace (10s after SIGTERM), a clean exit 12s after the deletion, a hook that failed at once")
 		for _, p := range []*corev1.Pod{killed, clean, optedOut, hooked, bare} {
 			kl.run(ctx, p)
