@@ -59,7 +59,7 @@ test: vet ## Run every test: unit, golden, handler, CLI, chart, envtest (real ku
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test ./...
 
 .PHONY: bench
-bench: ## Benchmark engine and handlers, the webhook under TLS load next to a no-op baseline, and Pod creation through a real kube-apiserver; writes docs/benchmarks.{md,json,-latency.svg}.
+bench: ## Benchmark engine and handlers, the webhook under TLS load next to a no-op baseline, Pod creation through a real kube-apiserver, and the shutdown observer at 10,000 Pods; writes docs/benchmarks.{md,json,-latency.svg}.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) run ./test/bench/cmd/bench $(BENCH_ARGS)
 
 .PHONY: fuzz
