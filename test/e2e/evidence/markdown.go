@@ -288,7 +288,8 @@ func tuneSection(b *strings.Builder, t *Tune) {
 		"withdraws a Pod keep it draining about 12 s after SIGTERM. graceguard's observer (the chart's `observer` Deployment) records\n"+
 		"every old Pod's shutdown in ShutdownReport `deployment-%s`; `kubectl graceguard recommend` (run in-process with the\n"+
 		"cluster's kubeconfig) reads it, and its `-o yaml` is applied with server-side apply, as its help says. Each round is a\n"+
-		"rollout restart under that load.\n\n",
+		"rollout under that load: a restart; the rollout the applied recommendation itself starts (the Pods it replaces still\n"+
+		"have the old budget, so they are cut once more); and the next restart.\n\n",
 		t.Namespace, t.Workload, t.Replicas, t.Annotations, t.Grace, t.Rate, secs(t.Work), secs(t.RouterLag), secs(t.ClientTimeout), t.Workload)
 	b.WriteString("| round | old Pods' budget | sent | succeeded | failed | failures by kind | shutdowns observed | SIGKILLed | observed drains (s) | recommendation after the round | rollout |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, rd := range t.Rounds {
@@ -312,8 +313,8 @@ func tuneSection(b *strings.Builder, t *Tune) {
 		fmt.Fprintf(b, "`kubectl graceguard recommend -n %s` after the first round:\n\n```\n%s```\n\n", t.Namespace, t.Recommend)
 	}
 	if t.RecommendYAML != "" {
-		fmt.Fprintf(b, "Its `-o yaml`, applied with `kubectl apply --server-side --force-conflicts` semantics (the Helm SDK's client, field manager\n"+
-			"`graceguard-recommend`):\n\n```yaml\n%s```\n\n", t.RecommendYAML)
+		fmt.Fprintf(b, "Its `-o yaml`, applied as `kubectl apply --server-side --force-conflicts --field-manager=graceguard-recommend` does\n"+
+			"(client-go's dynamic client, server-side apply with force):\n\n```yaml\n%s```\n\n", t.RecommendYAML)
 	}
 	if len(t.Events) > 0 {
 		b.WriteString("Events on the Deployment:\n\n")
