@@ -47,7 +47,7 @@ const obsFlush = 2 * time.Second
 // status, delete with grace 0) and replaced by a new one.
 func (r *Results) observerPhase(ctx context.Context, o Options, c *cluster, webhookBin, dir string, logf func(string, ...any)) error {
 	run := &ObserverRun{TreatedPods: o.ObserverPods, UntreatedPods: o.ObserverUntreated, Workloads: o.ObserverWorkloads,
-		FlushSeconds: obsFlush.Seconds(), Clients: o.Clients}
+		FlushSeconds: obsFlush.Seconds(), Clients: o.ObserverClients}
 	r.Observer = run
 	podcacheBin := filepath.Join(dir, "podcache")
 	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", podcacheBin, "./test/bench/podcache")
@@ -66,7 +66,7 @@ func (r *Results) observerPhase(ctx context.Context, o Options, c *cluster, webh
 
 	logf("observer: creating %d untreated Pods in %s", o.ObserverUntreated, nsUnobserved)
 	t0 := time.Now()
-	if _, err := c.fixturePods(ctx, nsUnobserved, "u", 0, o.ObserverUntreated, o.Clients, nil); err != nil {
+	if _, err := c.fixturePods(ctx, nsUnobserved, "u", 0, o.ObserverUntreated, o.ObserverClients, nil); err != nil {
 		return err
 	}
 	run.UntreatedCreateSeconds = time.Since(t0).Seconds()
@@ -149,7 +149,7 @@ func (r *Results) observerPhase(ctx context.Context, o Options, c *cluster, webh
 		return err
 	}
 	t0 = time.Now()
-	live, err := c.fixturePods(ctx, nsObserved, "t", 0, o.ObserverPods, o.Clients, owners)
+	live, err := c.fixturePods(ctx, nsObserved, "t", 0, o.ObserverPods, o.ObserverClients, owners)
 	if err != nil {
 		return err
 	}
@@ -343,8 +343,8 @@ func (c *cluster) churn(ctx context.Context, o Options, live []livePod, owners [
 		sample     error
 	)
 	next.Store(int64(len(live)))
-	jobs := make(chan struct{}, o.ObserverRate*10)
-	for range o.Clients {
+	jobs := make(chan struct{})
+	for range o.ObserverClients {
 		wg.Go(func() {
 			for range jobs {
 				p := <-queue
@@ -368,30 +368,33 @@ func (c *cluster) churn(ctx context.Context, o Options, live []livePod, owners [
 			}
 		})
 	}
+	// Open loop on a schedule: deletion i is due at start + i/rate. A
+	// client not free when one is due delays it (and every later one), so
+	// the deletions started in the window say whether the rate was held.
 	start := time.Now()
-	tick := time.NewTicker(time.Second / time.Duration(o.ObserverRate))
-	deadline := time.After(o.ObserverChurn)
-loop:
-	for {
-		select {
-		case <-ctx.Done():
-			break loop
-		case <-deadline:
-			break loop
-		case <-tick.C:
-			select {
-			case jobs <- struct{}{}:
-			default:
-				ch.Dropped++ // the clients fell behind the offered rate
-			}
+	interval := time.Second / time.Duration(o.ObserverRate)
+	for i := 0; ; i++ {
+		due := start.Add(time.Duration(i) * interval)
+		if due.Sub(start) >= o.ObserverChurn {
+			break
 		}
+		time.Sleep(time.Until(due))
+		if time.Since(start) >= o.ObserverChurn || ctx.Err() != nil {
+			break
+		}
+		if late := time.Since(due); late > interval {
+			ch.Late++
+		}
+		jobs <- struct{}{}
+		ch.Started++
 	}
-	tick.Stop()
+	window := time.Since(start)
 	close(jobs)
 	wg.Wait()
-	ch.Seconds = time.Since(start).Seconds()
+	ch.Seconds = window.Seconds()
+	ch.DrainSeconds = time.Since(start).Seconds() - ch.Seconds
+	ch.Rate = float64(ch.Started) / o.ObserverChurn.Seconds()
 	ch.Deletions, ch.Errors = int(done.Load()), int(errs.Load())
-	ch.Rate = float64(ch.Deletions) / ch.Seconds
 	if sample != nil {
 		ch.ErrorSample = sample.Error()
 	}
@@ -405,7 +408,7 @@ loop:
 			return nil, err
 		}
 		u := ProcCPU{CPUSeconds: (t - cpu0[i]).Seconds(), PeakRSSMiB: mib(mem.HWM)}
-		u.Cores = u.CPUSeconds / ch.Seconds
+		u.Cores = u.CPUSeconds / (ch.Seconds + ch.DrainSeconds)
 		if ch.Deletions > 0 {
 			u.CPUMsPerDeletion = 1000 * u.CPUSeconds / float64(ch.Deletions)
 		}

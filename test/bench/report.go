@@ -539,17 +539,20 @@ func (r *Results) mdObserver(p func(string, ...any)) {
 		p("")
 	}
 	if c := ob.Churn; c != nil {
-		p("Then treated Pods went away at %d/s (offered, open loop) for %s s, the oldest first, each as the kubelet makes it (a", c.TargetRate, num(c.Seconds))
+		p("Then treated Pods went away at %d/s (on a schedule, open loop) for %s s, the oldest first, each as the kubelet makes it (a", c.TargetRate, num(c.Seconds))
 		p("graceful delete, the final status with every container exited, the delete with grace 0) and each replaced by a new")
 		p("treated Pod, by %d clients. The observer wrote reports every %s s (`--flush-interval`).", ob.Clients, num(ob.FlushSeconds))
 		p("")
-		ct := table{head: []string{"", "deletions", "per second", "errors", "CPU (cores)", "CPU per deletion (ms)", "peak RSS (MiB)"}, right: seq(1, 6)}
-		ct.add("observer", fmt.Sprint(c.Deletions), num(c.Rate), fmt.Sprint(c.Errors), num(c.Observer.Cores), num(c.Observer.CPUMsPerDeletion), num(c.Observer.PeakRSSMiB))
-		ct.add("all-Pods cache", "", "", "", num(c.AllPods.Cores), num(c.AllPods.CPUMsPerDeletion), num(c.AllPods.PeakRSSMiB))
+		p("%d deletions started in the window (%s/s), %d done without error, %d errors; the last ones finished %s s after the window.",
+			c.Started, num(c.Rate), c.Deletions, c.Errors, num(c.DrainSeconds))
+		p("")
+		ct := table{head: []string{"over the deletions", "CPU (cores)", "CPU per deletion (ms)", "peak RSS (MiB)"}, right: seq(1, 3)}
+		ct.add("observer", num(c.Observer.Cores), num(c.Observer.CPUMsPerDeletion), num(c.Observer.PeakRSSMiB))
+		ct.add("all-Pods cache", num(c.AllPods.Cores), num(c.AllPods.CPUMsPerDeletion), num(c.AllPods.PeakRSSMiB))
 		p("%s", ct.String())
 		p("The reports of the %d Deployments recorded %d shutdowns (%d SIGKILLed) %s s after the deletions stopped.", c.Reports, c.Recorded, c.Kills, num(c.RecordedAfterSeconds))
-		if c.Dropped > 0 {
-			p("%d ticks of the offered rate were dropped: the clients were behind.", c.Dropped)
+		if c.Late > 0 {
+			p("%d of the %d deletions started more than one interval late: no client was free, the rate was not held.", c.Late, c.Started)
 		}
 		if c.ErrorSample != "" {
 			p("First error: %s", c.ErrorSample)

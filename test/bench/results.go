@@ -255,13 +255,19 @@ type ProcMemory struct {
 
 // Churn is treated Pods deleted at a fixed rate, each replaced.
 type Churn struct {
-	TargetRate int     `json:"targetRate"`
-	Seconds    float64 `json:"seconds"`
-	Deletions  int     `json:"deletions"`
-	Rate       float64 `json:"rate"`
-	Errors     int     `json:"errors"`
-	// Dropped are ticks the clients could not take (behind the rate).
-	Dropped     int     `json:"dropped"`
+	TargetRate int `json:"targetRate"`
+	// Seconds is the window deletions were started in; DrainSeconds how
+	// long the last ones took after it.
+	Seconds      float64 `json:"seconds"`
+	DrainSeconds float64 `json:"drainSeconds"`
+	// Started deletions in the window; Rate is Started per second of the
+	// configured window; Late counts those that started more than one
+	// interval after they were due (no client was free).
+	Started     int     `json:"started"`
+	Late        int     `json:"late"`
+	Deletions   int     `json:"deletions"`
+	Rate        float64 `json:"rate"`
+	Errors      int     `json:"errors"`
 	ErrorSample string  `json:"errorSample,omitempty"`
 	Observer    ProcCPU `json:"observer"`
 	AllPods     ProcCPU `json:"allPodsCache"`

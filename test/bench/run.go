@@ -53,6 +53,8 @@ type Options struct {
 	// ObserverWorkloads Deployments; then treated Pods are deleted at
 	// ObserverRate per second for ObserverChurn.
 	ObserverPods, ObserverUntreated, ObserverWorkloads, ObserverRate int
+	// ObserverClients create the Pods and make the deletions.
+	ObserverClients int
 	ObserverChurn                                                    time.Duration
 	// WaitLoad, if positive, waits up to WaitTimeout for the 1-minute load
 	// average to drop below it before measuring anything.

@@ -224,13 +224,13 @@ func evaluate(r *Results) []Target {
 	if ob := r.Observer; ob != nil && ob.Churn != nil {
 		c := ob.Churn
 		add(goal, true, c.Rate >= goalObserverRate && c.Recorded == int64(c.Deletions) && c.Errors == 0,
-			"%s deletions/s for %s s (%d deletions, %d errors); %d recorded in %d reports %s s after; observer %s cores, %s ms CPU per deletion",
-			num(c.Rate), num(c.Seconds), c.Deletions, c.Errors, c.Recorded, c.Reports, num(c.RecordedAfterSeconds), num(c.Observer.Cores), num(c.Observer.CPUMsPerDeletion))
+			"%s deletions/s for %s s (%d deletions, %d late, %d errors); %d recorded in %d reports %s s after; observer %s cores, %s ms CPU per deletion",
+			num(c.Rate), num(c.Seconds), c.Deletions, c.Late, c.Errors, c.Recorded, c.Reports, num(c.RecordedAfterSeconds), num(c.Observer.Cores), num(c.Observer.CPUMsPerDeletion))
 		if c.Rate < goalObserverRate {
-			why(fmt.Sprintf("The benchmark's %d clients, standing in for the kubelet, made %s deletions/s (each a graceful delete, a "+
+			why(fmt.Sprintf("The benchmark's %d clients, standing in for the kubelet, started %s deletions/s (each a graceful delete, a "+
 				"status patch, the final delete and a replacement Pod through graceguard's webhooks: five API calls and two webhook "+
-				"calls), %d ticks of the offered rate dropped: the API server and etcd on %d shared CPUs were the limit, not the "+
-				"observer (%s cores).", ob.Clients, num(c.Rate), c.Dropped, r.Machine.NProc, num(c.Observer.Cores)))
+				"calls), %d of them late: the API server and etcd on %d shared CPUs were the limit, not the observer (%s cores).",
+				ob.Clients, num(c.Rate), c.Late, r.Machine.NProc, num(c.Observer.Cores)))
 		}
 	} else {
 		add(goal, false, false, "not measured")

@@ -20,23 +20,22 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 )
 
 func main() {
-	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the API server")
+	// controller-runtime registers --kubeconfig.
 	addr := flag.String("metrics-bind-address", "127.0.0.1:0", "address of /metrics")
 	flag.Parse()
-	if err := run(ctrl.SetupSignalHandler(), *kubeconfig, *addr); err != nil {
+	if err := run(ctrl.SetupSignalHandler(), *addr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, kubeconfig, addr string) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+func run(ctx context.Context, addr string) error {
+	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return err
 	}

@@ -48,6 +48,7 @@ func run() int {
 	flag.IntVar(&o.ObserverUntreated, "observer-untreated", 10000, "untreated Pods beside them (a namespace that did not opt in)")
 	flag.IntVar(&o.ObserverWorkloads, "observer-workloads", 100, "Deployments owning the treated Pods (through a ReplicaSet each)")
 	flag.IntVar(&o.ObserverRate, "observer-rate", 50, "treated Pods deleted (and replaced) per second")
+	flag.IntVar(&o.ObserverClients, "observer-clients", 48, "clients creating the observer phase's Pods and making its deletions")
 	flag.DurationVar(&o.ObserverChurn, "observer-duration", 60*time.Second, "how long treated Pods are deleted at -observer-rate")
 	flag.Float64Var(&o.WaitLoad, "wait-load", 0, "if > 0, first wait until the 1-minute load average is below this")
 	flag.DurationVar(&o.WaitTimeout, "wait-timeout", 10*time.Minute, "longest wait for -wait-load; then measure anyway (and say so)")
