@@ -216,19 +216,23 @@ func TestRunFailsWithoutCertificates(t *testing.T) {
 	}
 }
 
-// /readyz is 503 until the webhook server accepts TLS connections, 503
-// again from the shutdown signal on; /healthz stays 200 throughout.
+// /readyz is 503 while the API server cannot be reached, 503 until the
+// webhook server accepts TLS connections, 503 again from the shutdown
+// signal on; /healthz stays 200 throughout.
 func TestReadyz(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
+		waiting    string
 		serving    bool
 		shutdown   bool
 		wantReady  int
 		wantReason string
 	}{
-		{"before the webhook serves: not ready", false, false, http.StatusServiceUnavailable, "webhook: not serving yet"},
-		{"while the webhook serves: ready", true, false, http.StatusOK, "ok"},
-		{"once shutdown began: not ready, though the webhook still serves", true, true, http.StatusServiceUnavailable, "shutting down"},
+		{"while the API server cannot be reached: not ready, saying why", "waiting for the API server: connection refused", false, false,
+			http.StatusServiceUnavailable, "waiting for the API server: connection refused"},
+		{"before the webhook serves: not ready", "", false, false, http.StatusServiceUnavailable, "webhook: not serving yet"},
+		{"while the webhook serves: ready", "", true, false, http.StatusOK, "ok"},
+		{"once shutdown began: not ready, though the webhook still serves", "", true, true, http.StatusServiceUnavailable, "shutting down"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
@@ -236,12 +240,18 @@ func TestReadyz(t *testing.T) {
 			if tc.shutdown {
 				cancel()
 			}
-			srv, err := healthServer(ctx, "127.0.0.1:0", func(*http.Request) error {
-				if !tc.serving {
-					return errors.New("not serving yet")
-				}
-				return nil
-			})
+			ready := &readiness{}
+			if tc.waiting != "" {
+				ready.waitFor(tc.waiting)
+			} else {
+				ready.serving(func(*http.Request) error {
+					if !tc.serving {
+						return errors.New("not serving yet")
+					}
+					return nil
+				})
+			}
+			srv, err := healthServer(ctx, "127.0.0.1:0", ready.check)
 			if err != nil {
 				t.Fatal(err)
 			}

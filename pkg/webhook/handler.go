@@ -46,40 +46,37 @@ type Config struct {
 	// each review adds its object, resource, user and UID. The zero value
 	// means controller-runtime's logger.
 	Log logr.Logger
+	// Limits bound the reviews in flight; the zero value means DefaultLimits.
+	Limits Limits
 }
 
 // Endpoints returns the three webhooks' HTTP handlers by path, to register
-// on the webhook server.
+// on the webhook server. They share one guard: c.Limits bound them together.
 func Endpoints(c Config) map[string]http.Handler {
+	if c.Limits == (Limits{}) {
+		c.Limits = DefaultLimits()
+	}
+	g := newGuard(c.Limits, c.Metrics)
 	return map[string]http.Handler{
-		PathMutatePod:         Serve(NewPodMutator(c), c.Log),
-		PathValidatePod:       Serve(NewPodValidator(c), c.Log),
-		PathValidateWorkloads: Serve(NewWorkloadValidator(c), c.Log),
+		PathMutatePod:         g.wrap(NameMutatePod, Serve(NewPodMutator(c), c.Log)),
+		PathValidatePod:       g.wrap(NameValidatePod, Serve(NewPodValidator(c), c.Log)),
+		PathValidateWorkloads: g.wrap(NameValidateWorkloads, Serve(NewWorkloadValidator(c), c.Log)),
 	}
 }
 
 // Serve wraps an admission handler as an HTTP endpoint that reads and
 // writes AdmissionReviews (v1 and v1beta1). A body that is not an
 // AdmissionReview is answered by controller-runtime: allowed false, code 400.
+// Endpoints puts a guard in front of it, which gives each review its
+// context (see guard.wrap).
 func Serve(h admission.Handler, log logr.Logger) *admission.Webhook {
-	wh := &admission.Webhook{Handler: h, WithContextFunc: detach}
+	wh := &admission.Webhook{Handler: h}
 	if log.GetSink() != nil {
 		wh.LogConstructor = func(_ logr.Logger, req *admission.Request) logr.Logger {
 			return admission.DefaultLogConstructor(log, req)
 		}
 	}
 	return wh
-}
-
-// detach keeps a review's context values but not its cancellation.
-// controller-runtime's webhook server derives every request context from
-// the manager's, so the moment the server starts shutting down each review
-// in flight would see a cancelled context and, in the namespace read, fail
-// to an "unchanged" answer. Draining exists so those reviews get their
-// real answer. Nothing runs unbounded: the namespace reads carry their own
-// deadlines (CacheTimeout, LiveTimeout) and the handlers do no other I/O.
-func detach(ctx context.Context, _ *http.Request) context.Context {
-	return context.WithoutCancel(ctx)
 }
 
 // core is what the three handlers have in common.
@@ -121,7 +118,8 @@ func (c *core) invalid(ctx context.Context, req admission.Request, err error) ad
 	return admission.Errored(http.StatusBadRequest, err)
 }
 
-// namespace reads the settings of the review's namespace.
+// namespace reads the settings of the review's namespace, finishing early
+// enough to answer within the review's timeout.
 func (c *core) namespace(ctx context.Context, name string) (mutate.Namespace, error) {
 	if slices.Contains(c.Options.ExcludedNamespaces, name) {
 		// Never read: mutate skips excluded namespaces by name, and Pods
@@ -132,6 +130,12 @@ func (c *core) namespace(ctx context.Context, name string) (mutate.Namespace, er
 	if c.Namespaces == nil {
 		return mutate.Namespace{}, errors.New("no namespace lookup configured")
 	}
+	fallback := c.Limits.Timeout
+	if fallback == 0 {
+		fallback = DefaultLimits().Timeout
+	}
+	ctx, cancel := context.WithDeadline(ctx, lookupDeadline(ctx, fallback))
+	defer cancel()
 	ns, err := c.Namespaces.Namespace(ctx, name)
 	if err != nil {
 		return mutate.Namespace{}, err
@@ -167,6 +171,15 @@ func (c *core) unavailable(ctx context.Context, err error, warn bool) admission.
 		resp = resp.WithWarnings(NamespaceUnavailableWarning)
 	}
 	return resp
+}
+
+// expired answers a review whose deadline passed before it was decided:
+// the API server has stopped waiting and applied the failure policy, so
+// no more work is spent on it.
+func (c *core) expired(ctx context.Context) admission.Response {
+	logf.FromContext(ctx).Info("review deadline passed before a decision; not deciding", "webhook", c.name)
+	c.Metrics.record(c.name, DecisionError, ReasonDeadline)
+	return admission.Errored(http.StatusGatewayTimeout, context.DeadlineExceeded)
 }
 
 // respond turns a report into the admission response, records the

@@ -19,7 +19,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/graceguard/graceguard/pkg/config"
 	"github.com/graceguard/graceguard/pkg/mutate"
 )
 
@@ -77,8 +76,8 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	cfg := config.Default()
-	cfg.Namespace = nsOwn
+	opts := mutate.DefaultOptions()
+	opts.ExcludedNamespaces = append(opts.ExcludedNamespaces, nsOwn)
 	reg := prometheus.NewRegistry()
 	m, err := NewMetrics(reg)
 	if err != nil {
@@ -86,7 +85,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	f := &fixture{ns: &fakeNamespaces{}, metrics: m, reg: reg}
 	mux := http.NewServeMux()
-	for path, h := range Endpoints(Config{Options: cfg.Excluded(), Namespaces: f.ns, Metrics: m, Log: logr.Discard()}) {
+	for path, h := range Endpoints(Config{Options: opts, Namespaces: f.ns, Metrics: m, Log: logr.Discard()}) {
 		mux.Handle(path, h)
 	}
 	f.srv = httptest.NewServer(mux)

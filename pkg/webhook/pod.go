@@ -51,6 +51,9 @@ func (h *podHandler) Handle(ctx context.Context, req admission.Request) admissio
 		return h.invalid(ctx, req, err)
 	}
 	ns, err := h.namespace(ctx, pod.Namespace)
+	if ctx.Err() != nil {
+		return h.expired(ctx)
+	}
 	if err != nil {
 		return h.unavailable(ctx, err, h.warnUnavailable)
 	}

@@ -58,6 +58,9 @@ func (h *WorkloadValidator) Handle(ctx context.Context, req admission.Request) a
 		}
 	}
 	ns, err := h.namespace(ctx, t.Namespace)
+	if ctx.Err() != nil {
+		return h.expired(ctx)
+	}
 	if err != nil {
 		return h.unavailable(ctx, err, false)
 	}
