@@ -156,22 +156,18 @@ const MaxTreatedContainers = 32
 // every regular container. Names that match no treatable container make
 // one finding for the annotation, however many there are.
 func selectTargets(t Target, s Settings, p paths) ([]container, []Finding) {
-	all := t.containers()
 	if s.Containers == nil {
-		out := make([]container, 0, len(t.Spec.Containers))
-		for _, c := range all {
-			if !c.sidecar {
-				out = append(out, c)
-			}
-		}
-		if len(out) > MaxTreatedContainers {
+		// Counted before anything is built for them: a Pod of 10,000
+		// containers costs one finding.
+		if n := len(t.Spec.Containers); n > MaxTreatedContainers {
 			return nil, []Finding{{DenyTooManyContainers, &field.Error{Type: field.ErrorTypeTooMany,
-				Field: t.SpecPath.Child("containers").String(), BadValue: int64(len(out)),
+				Field: t.SpecPath.Child("containers").String(), BadValue: int64(n),
 				Detail: fmt.Sprintf("graceguard treats at most %d containers of a Pod; name the ones that serve traffic in %s, or opt the Pod out with %s: \"false\"",
 					MaxTreatedContainers, AnnotationContainers, AnnotationInject)}}}
 		}
-		return out, nil
+		return t.regularContainers(), nil
 	}
+	all := t.containers()
 	byName := make(map[string]int, len(all))
 	for i, c := range all {
 		if _, dup := byName[c.c.Name]; !dup {

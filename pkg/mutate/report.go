@@ -111,6 +111,9 @@ const (
 	// MaxListedViolations bounds the violations a denial lists; the rest
 	// are counted in one last line.
 	MaxListedViolations = 10
+	// MaxRecordedViolations bounds the violations a Report holds; the rest
+	// are only counted (Report.Unlisted).
+	MaxRecordedViolations = 100
 	// MaxListedWarnings bounds the warnings of one answer, likewise.
 	MaxListedWarnings = 10
 )
@@ -174,12 +177,18 @@ type Report struct {
 	Changes            []Change
 	Warnings           []Finding
 	Violations         []Finding
+	// Unlisted counts the violations found beyond MaxRecordedViolations,
+	// which are not in Violations.
+	Unlisted int
 }
 
 // Denied reports whether admission must be refused.
 func (r *Report) Denied() bool {
 	return r.Stage == StageValidate && r.Mode != ModeWarn && len(r.Violations) > 0
 }
+
+// ViolationCount is the number of violations found, recorded or not.
+func (r *Report) ViolationCount() int { return len(r.Violations) + r.Unlisted }
 
 // Patch is the JSON patch that applies the report's changes, or nil when
 // nothing was applied.
@@ -245,18 +254,15 @@ func (r *Report) Err() error {
 	for i, v := range r.Violations[:n] {
 		errs[i] = v.Err
 	}
-	if more := len(r.Violations) - n; more > 0 {
+	if more := r.ViolationCount() - n; more > 0 {
 		// apimachinery joins the causes into the message with string
 		// concatenation, quadratic in their number: never hand it thousands.
 		errs = append(errs, &field.Error{Type: field.ErrorTypeTooMany, Field: r.Violations[n].Err.Field, BadValue: int64(more),
-			Detail: fmt.Sprintf("violations from here on not listed (a denial lists the first %d); kubectl graceguard check lists them all", n)})
+			Detail: fmt.Sprintf("violations from here on not listed (a denial lists the first %d)", n)})
 	}
 	gk := schema.GroupKind{Kind: r.Kind}
-	switch r.Kind {
-	case "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet":
-		gk.Group = "apps"
-	case "Job", "CronJob":
-		gk.Group = "batch"
+	if w, ok := LookupWorkload(r.Kind); ok {
+		gk.Group = w.Group
 	}
 	name := r.Name
 	if name == "" {
@@ -288,7 +294,14 @@ func (r *Report) warn(reason Reason, path *field.Path, value any, format string,
 	r.Warnings = append(r.Warnings, Finding{Reason: reason, Err: field.Invalid(path, value, fmt.Sprintf(format, args...))})
 }
 
+// full reports whether the report holds MaxRecordedViolations already.
+func (r *Report) full() bool { return len(r.Violations) >= MaxRecordedViolations }
+
 func (r *Report) deny(reason Reason, err *field.Error) {
+	if len(r.Violations) >= MaxRecordedViolations {
+		r.Unlisted++
+		return
+	}
 	r.Violations = append(r.Violations, Finding{Reason: reason, Err: err})
 }
 

@@ -9,13 +9,10 @@ import (
 
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -87,19 +84,14 @@ func Serve(h admission.Handler, log logr.Logger) *admission.Webhook {
 // person saw, and the API server's own admission metrics count them alike.
 type core struct {
 	Config
-	name    Name
-	decoder admission.Decoder
+	name Name
 	// decodeObject reads a review's Pod: decodeAdmissionPod, except in
 	// the benchmarks' "before" variant (export_test.go).
 	decodeObject func(runtime.RawExtension) (*corev1.Pod, error)
 }
 
 func newCore(c Config, name Name) core {
-	s := runtime.NewScheme()
-	utilruntime.Must(corev1.AddToScheme(s))
-	utilruntime.Must(appsv1.AddToScheme(s))
-	utilruntime.Must(batchv1.AddToScheme(s))
-	return core{Config: c, name: name, decoder: admission.NewDecoder(s), decodeObject: decodeAdmissionPod}
+	return core{Config: c, name: name, decodeObject: decodeAdmissionPod}
 }
 
 // pass answers a review the webhook does not act on: allowed, no patch.
@@ -107,6 +99,10 @@ func (c *core) pass(reason mutate.Reason) admission.Response {
 	c.Metrics.record(c.name, DecisionSkipped, reason)
 	return admission.Allowed("")
 }
+
+// errNoRequest is the answer to an AdmissionReview without a request: the
+// API server always sends one, with a uid the answer must echo.
+var errNoRequest = errors.New("the AdmissionReview has no request (no request.uid): nothing to review")
 
 // invalid answers a review whose object cannot be evaluated: allowed false,
 // code 400, with a message naming the problem. The API server shows it to

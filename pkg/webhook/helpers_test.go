@@ -68,13 +68,14 @@ func (f *fakeNamespaces) wasAsked(name string) bool {
 // fixture is the three webhooks over the fake namespaces, with metrics on a
 // registry of their own, served over real HTTP.
 type fixture struct {
+	opts    mutate.Options
 	ns      *fakeNamespaces
 	metrics *Metrics
 	reg     *prometheus.Registry
 	srv     *httptest.Server
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	opts := mutate.DefaultOptions()
 	opts.ExcludedNamespaces = append(opts.ExcludedNamespaces, nsOwn)
@@ -83,7 +84,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{ns: &fakeNamespaces{}, metrics: m, reg: reg}
+	f := &fixture{ns: &fakeNamespaces{}, metrics: m, reg: reg, opts: opts}
 	mux := http.NewServeMux()
 	for path, h := range Endpoints(Config{Options: opts, Namespaces: f.ns, Metrics: m, Log: logr.Discard()}) {
 		mux.Handle(path, h)
@@ -105,7 +106,7 @@ type review struct {
 }
 
 // body renders the review as an API server would send it.
-func (r review) body(t *testing.T) []byte {
+func (r review) body(t testing.TB) []byte {
 	t.Helper()
 	resource := map[string]string{
 		"Pod": "pods", "Deployment": "deployments", "StatefulSet": "statefulsets", "DaemonSet": "daemonsets",
@@ -241,8 +242,8 @@ func workload(kind string, replicas int, tpl string) string {
 }
 
 func groupOf(kind string) string {
-	if g, ok := workloadGroups[kind]; ok {
-		return g
+	if w, ok := mutate.LookupWorkload(kind); ok {
+		return w.Group
 	}
 	return ""
 }

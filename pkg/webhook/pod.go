@@ -43,6 +43,9 @@ type podHandler struct {
 // immutable after creation, so only CREATE is acted on; every other
 // operation passes through allowed and unpatched.
 func (h *podHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.UID == "" {
+		return h.invalid(ctx, req, errNoRequest)
+	}
 	if req.Operation != admissionv1.Create {
 		return h.pass(mutate.SkipNotApplicable)
 	}
