@@ -64,8 +64,7 @@ fuzz: ## Fuzz the parsers, the mutation invariants, the webhook's Pod decode and
 
 .PHONY: security-report
 security-report: ## Send the adversarial corpus through the real handlers and write the measured answers, sizes, allocations and times into docs/security.md.
-	GRACEGUARD_SECURITY_REPORT=$(CURDIR)/docs/security.md $(GO) test ./pkg/webhook -run '^TestAdversarialCorpus$$' -count=1 -v | grep -E '^(---|ok|FAIL|PASS)' | grep -v '^    ---' || true
-	@git diff --quiet docs/security.md || echo "docs/security.md updated"
+	GRACEGUARD_SECURITY_REPORT=$(CURDIR)/docs/security.md $(GO) test ./pkg/webhook -run '^TestAdversarialCorpus$$' -count=1
 
 .PHONY: envtest-assets
 envtest-assets: ## Build or reuse kube-apiserver and etcd for envtest (bin/k8s/<version>/).
