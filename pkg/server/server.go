@@ -208,7 +208,10 @@ func Run(ctx context.Context, cfg config.Config, opts ...Option) error {
 	}
 	ready.serving(srv.StartedChecker())
 
-	return start(ctx, mgr, cfg, log)
+	if err := start(ctx, mgr, cfg, log); err != nil {
+		return err
+	}
+	return ws.DrainErr()
 }
 
 // start runs the manager on a context of its own, cancelled only

@@ -37,6 +37,7 @@ type webhookServer struct {
 	mu         sync.Mutex
 	started    bool
 	listenAddr string
+	drainErr   error
 }
 
 // serverTimeouts are the http.Server's bounds on one connection.
@@ -153,9 +154,22 @@ func (s *webhookServer) Start(ctx context.Context) error {
 		return err
 	}
 	if err := <-drained; err != nil {
-		return fmt.Errorf("draining reviews in flight: %w", err)
+		err = fmt.Errorf("reviews still in flight after --drain-timeout=%s: %w", s.drain, err)
+		s.mu.Lock()
+		s.drainErr = err
+		s.mu.Unlock()
+		return err
 	}
 	return nil
+}
+
+// DrainErr is the error of a drain that did not finish in time, if any:
+// the manager does not return errors of runnables that end after it
+// stopped them.
+func (s *webhookServer) DrainErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.drainErr
 }
 
 // StartedChecker passes once the server accepts TLS connections.
