@@ -74,3 +74,24 @@ func TestRun(t *testing.T) {
 		})
 	}
 }
+
+func TestMemoryLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		env       map[string]string
+		want      int64
+		wantLimit bool
+	}{
+		{"90% of the container's limit", map[string]string{"GRACEGUARD_MEMORY_LIMIT": "134217728"}, 120795948, true},
+		{"GOMEMLIMIT wins", map[string]string{"GRACEGUARD_MEMORY_LIMIT": "134217728", "GOMEMLIMIT": "100MiB"}, 0, false},
+		{"no limit", map[string]string{}, 0, false},
+		{"not a number", map[string]string{"GRACEGUARD_MEMORY_LIMIT": "128Mi"}, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := memoryLimit(func(k string) string { return tc.env[k] })
+			if got != tc.want || ok != tc.wantLimit {
+				t.Errorf("memoryLimit = %d, %v; want %d, %v", got, ok, tc.want, tc.wantLimit)
+			}
+		})
+	}
+}

@@ -248,7 +248,9 @@ func corpus() []attack {
 		},
 		{
 			name: "a review without a request",
-			path: PathMutatePod, body: func(testing.TB) []byte { return []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`) },
+			path: PathMutatePod, body: func(testing.TB) []byte {
+				return []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`)
+			},
 			code: 400, contains: []string{"the AdmissionReview has no request"},
 		},
 		{
