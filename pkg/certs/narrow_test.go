@@ -16,7 +16,7 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 // allow them by resourceNames; every other request goes out unchanged.
 func TestNameSelectorNarrowsOnlyTheRotatorsCollections(t *testing.T) {
 	names := map[string]string{
-		"/api/v1/namespaces/gg/secrets": "gg-certs",
+		"/api/v1/namespaces/gg/secrets":                                       "gg-certs",
 		"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations": "gg",
 	}
 	for _, tc := range []struct {
