@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"runtime/debug"
 
 	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -47,6 +49,10 @@ func observe(ctx context.Context, args []string, stderr io.Writer) int {
 	log := zap.New(zap.UseFlagOptions(&zapOpts), zap.WriteTo(stderr))
 	ctrl.SetLogger(log)
 	ctx = logf.IntoContext(ctx, log)
+	if limit, ok := memoryLimit(os.Getenv); ok {
+		debug.SetMemoryLimit(limit)
+		log.Info("Go heap kept under 90% of the container's memory limit", "bytes", limit)
+	}
 	if err := observer.Run(ctx, cfg); err != nil {
 		log.Error(err, "observer stopped")
 		return exitError

@@ -38,6 +38,9 @@ func TestObserverRunsApartFromTheWebhook(t *testing.T) {
 	if own, _ := metav1.LabelSelectorAsSelector(o.Spec.Selector); own.Matches(labels.Set(webhookPod.Labels)) || !own.Matches(labels.Set(pod.Labels)) {
 		t.Errorf("observer selector %v must select its own Pods and not the webhook's", o.Spec.Selector)
 	}
+	if pod.Spec.PriorityClassName != "" {
+		t.Errorf("observer priorityClassName %q: it is off the critical path and must not take the webhook's class or quota", pod.Spec.PriorityClassName)
+	}
 	if pod.Annotations["graceguard.io/inject"] != "false" {
 		t.Errorf("observer Pod annotations %v lack graceguard.io/inject: \"false\"", pod.Annotations)
 	}
