@@ -55,7 +55,7 @@ type Options struct {
 	ObserverPods, ObserverUntreated, ObserverWorkloads, ObserverRate int
 	// ObserverClients create the Pods and make the deletions.
 	ObserverClients int
-	ObserverChurn                                                    time.Duration
+	ObserverChurn   time.Duration
 	// WaitLoad, if positive, waits up to WaitTimeout for the 1-minute load
 	// average to drop below it before measuring anything.
 	WaitLoad    float64
