@@ -170,6 +170,8 @@ func source(o object, t budget.Term) string {
 		return "cluster default --default-" + strings.TrimPrefix(key, "graceguard.io/")
 	case mutate.FromHook:
 		return "the preStop hook, longer than the routing delay"
+	case mutate.FromAuto:
+		return key + ": auto (the workload's shutdown report, within its floor and ceiling)"
 	}
 	return ""
 }

@@ -20,17 +20,21 @@ const (
 // Pod annotations, set by app teams. The four budget keys, PreStop and the
 // probe keys also work on a Namespace, as defaults for its Pods.
 const (
-	AnnotationRoutingDelay   = "graceguard.io/routing-delay"
-	AnnotationMaxWork        = "graceguard.io/max-work"
-	AnnotationCleanup        = "graceguard.io/cleanup"
-	AnnotationSafetyMargin   = "graceguard.io/safety-margin"
-	AnnotationPreStop        = "graceguard.io/prestop"
-	AnnotationContainers     = "graceguard.io/containers"
-	AnnotationReadinessPath  = "graceguard.io/readiness-path"
-	AnnotationLivenessPath   = "graceguard.io/liveness-path"
-	AnnotationProbePort      = "graceguard.io/probe-port"
-	AnnotationInject         = "graceguard.io/inject"
-	AnnotationBudget         = "graceguard.io/budget"
+	AnnotationRoutingDelay  = "graceguard.io/routing-delay"
+	AnnotationMaxWork       = "graceguard.io/max-work"
+	AnnotationCleanup       = "graceguard.io/cleanup"
+	AnnotationSafetyMargin  = "graceguard.io/safety-margin"
+	AnnotationPreStop       = "graceguard.io/prestop"
+	AnnotationContainers    = "graceguard.io/containers"
+	AnnotationReadinessPath = "graceguard.io/readiness-path"
+	AnnotationLivenessPath  = "graceguard.io/liveness-path"
+	AnnotationProbePort     = "graceguard.io/probe-port"
+	AnnotationInject        = "graceguard.io/inject"
+	AnnotationBudget        = "graceguard.io/budget"
+	// AnnotationMaxWorkFloor and AnnotationMaxWorkCeiling bound the value
+	// graceguard.io/max-work: auto takes.
+	AnnotationMaxWorkFloor   = "graceguard.io/max-work-floor"
+	AnnotationMaxWorkCeiling = "graceguard.io/max-work-ceiling"
 	annotationMirror         = "kubernetes.io/config.mirror"
 	defaultGracePeriodSecond = 30
 )
@@ -40,4 +44,5 @@ const (
 var NamespaceDefaultKeys = []string{
 	AnnotationRoutingDelay, AnnotationMaxWork, AnnotationCleanup, AnnotationSafetyMargin,
 	AnnotationPreStop, AnnotationReadinessPath, AnnotationLivenessPath, AnnotationProbePort,
+	AnnotationMaxWorkFloor, AnnotationMaxWorkCeiling,
 }

@@ -76,6 +76,7 @@ func mutate(t Target, s Settings, p paths, bad []Finding, r *Report) {
 		r.Violations = bad
 		return
 	}
+	autoWork(t, &s, p, r)
 	r.Budget, r.Hook = effectiveBudget(s, targets, r)
 	r.Sources = maps.Clone(s.Sources)
 	if r.Budget.Routing > s.Budget.Routing {

@@ -26,6 +26,7 @@ var reasonDocs = map[Reason]struct{ kind, text string }{
 	WarnHookUnknownLength:   {"warning", "An existing preStop hook's length cannot be read (HTTP, or a script doing more than sleep); the budget counts the routing delay or its known sleeps."},
 	WarnNoProbePort:         {"warning", "A probe path was asked for but no treated container has a port to probe."},
 	WarnWouldChange:         {"warning", "Warn mode: what enforce mode would have changed."},
+	WarnAutoWork:            {"warning", "`graceguard.io/max-work: auto`: the work term graceguard chose, and from what (the workload's ShutdownReport, its floor or its ceiling)."},
 	DenyHookExceedsGrace:    {"denial", "A preStop hook lasts as long as or longer than the grace period it runs in (the Pod's, or a liveness/startup probe's): the kubelet would kill it."},
 	DenyBudgetExceedsGrace:  {"denial", "routing + work + cleanup + margin is more than `terminationGracePeriodSeconds`."},
 	DenyBudgetOverCap:       {"denial", "The budget needs more grace than `--max-grace-period` (default 10m, the cluster autoscaler's cap)."},

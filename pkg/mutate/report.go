@@ -44,6 +44,7 @@ const (
 	WarnHookUnknownLength   Reason = "prestop-unknown-length"
 	WarnNoProbePort         Reason = "no-probe-port"
 	WarnWouldChange         Reason = "would-change"
+	WarnAutoWork            Reason = "max-work-auto"
 )
 
 // Why an object is denied (or, in warn mode, would be).
@@ -61,7 +62,7 @@ const (
 var AllReasons = []Reason{
 	SkipNotOptedIn, SkipExcluded, SkipMirrorPod, SkipOptedOut, SkipNotApplicable,
 	ChangePreStop, ChangeGrace, ChangeReadiness, ChangeLiveness, ChangeBudget, ChangeTreated,
-	WarnShellForm, WarnLivenessIsReadiness, WarnNoReadiness, WarnHookUnknownLength, WarnNoProbePort, WarnWouldChange,
+	WarnShellForm, WarnLivenessIsReadiness, WarnNoReadiness, WarnHookUnknownLength, WarnNoProbePort, WarnWouldChange, WarnAutoWork,
 	DenyHookExceedsGrace, DenyBudgetExceedsGrace, DenyBudgetOverCap, DenyInvalidAnnotation, DenyInvalidNamespace, DenyNotMutated, DenyTooManyContainers,
 }
 

@@ -172,6 +172,8 @@ const (
 	// FromHook marks a routing term set by a preStop hook longer than the
 	// routing delay: the kubelet sends SIGTERM only after the hook.
 	FromHook Source = "preStop hook"
+	// FromAuto marks a work term set by graceguard.io/max-work: auto.
+	FromAuto Source = "max-work: auto"
 )
 
 // Settings are the resolved per-Pod settings: Pod annotations over
@@ -189,7 +191,12 @@ type Settings struct {
 	LivenessPath  string
 	// ProbePort is nil when the first declared port is to be used.
 	ProbePort *intstr.IntOrString
-	maxGrace  time.Duration
+	// AutoWork is set by graceguard.io/max-work: auto; the work term is
+	// then taken from the workload's observed shutdowns (auto.go), between
+	// WorkFloor and WorkCeiling.
+	AutoWork               bool
+	WorkFloor, WorkCeiling time.Duration
+	maxGrace               time.Duration
 }
 
 // paths locate where settings are read from, for error messages.
@@ -255,6 +262,11 @@ func resolve(podAnn map[string]string, ns Namespace, opts Options, p paths) (Set
 			if !ok {
 				continue
 			}
+			if tk.term == budget.Work && v == MaxWorkAuto {
+				s.AutoWork = true
+				s.Sources[tk.term] = layer.src
+				continue
+			}
 			d, err := budget.ParseDuration(v)
 			if err != nil {
 				detail := "want " + budget.AcceptedForms
@@ -266,6 +278,10 @@ func resolve(podAnn map[string]string, ns Namespace, opts Options, p paths) (Set
 			}
 			s.Budget = s.Budget.Set(tk.term, d)
 			s.Sources[tk.term] = layer.src
+			if tk.term == budget.Work {
+				// A Pod's duration overrides its namespace's auto.
+				s.AutoWork = false
+			}
 		}
 	}
 
@@ -277,6 +293,38 @@ func resolve(podAnn map[string]string, ns Namespace, opts Options, p paths) (Set
 			return v, p.ns.Key(key), DenyInvalidNamespace, true
 		}
 		return "", nil, "", false
+	}
+	s.WorkFloor, s.WorkCeiling = opts.Defaults.Work, max(DefaultMaxWorkCeiling, opts.Defaults.Work)
+	var ceilingPath *field.Path
+	var ceilingReason Reason
+	for _, b := range []struct {
+		key string
+		dst *time.Duration
+	}{{AnnotationMaxWorkFloor, &s.WorkFloor}, {AnnotationMaxWorkCeiling, &s.WorkCeiling}} {
+		v, path, r, ok := str(b.key)
+		if !ok {
+			continue
+		}
+		d, err := budget.ParseDuration(v)
+		if err != nil {
+			detail := "want " + budget.AcceptedForms
+			if pe, ok := err.(*budget.ParseError); ok {
+				detail = pe.Problem()
+			}
+			bad = append(bad, Finding{r, field.Invalid(path, clip(v), detail)})
+			continue
+		}
+		*b.dst = d
+		if b.key == AnnotationMaxWorkCeiling {
+			ceilingPath, ceilingReason = path, r
+		}
+	}
+	if s.AutoWork && s.WorkFloor > s.WorkCeiling {
+		if ceilingPath == nil {
+			ceilingPath, ceilingReason = p.pod.Key(AnnotationMaxWorkFloor), DenyInvalidAnnotation
+		}
+		bad = append(bad, Finding{ceilingReason, field.Invalid(ceilingPath, budget.Format(s.WorkCeiling),
+			fmt.Sprintf("the ceiling of graceguard.io/max-work: auto must be at least its floor (%s)", budget.Format(s.WorkFloor)))})
 	}
 	if v, path, r, ok := str(AnnotationPreStop); ok {
 		h, err := ParsePreStopHandler(v)

@@ -28,6 +28,9 @@ type Target struct {
 	// Template is true for a workload's Pod template: the apiserver
 	// never shows graceguard the Pods, so they are checked as they will be.
 	Template bool
+	// Observed is what the observer recorded for the Pod's workload, for
+	// graceguard.io/max-work: auto; nil when there is none (or no auto).
+	Observed *Observed
 }
 
 // ForPod targets a Pod.

@@ -67,6 +67,7 @@ func Validate(t Target, ns Namespace, opts Options) *Report {
 		r.Violations = append(r.Violations, tbad...)
 		return r
 	}
+	autoWork(t, &s, p, r)
 	r.Budget, r.Hook = effectiveBudget(s, targets, nil)
 	f := budget.Check(r.Budget, r.Grace, s.maxGrace)
 	if f.OverCap() {

@@ -1,9 +1,6 @@
 package observer
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"strings"
 	"time"
 
 	"github.com/graceguard/graceguard/pkg/api/v1alpha1"
@@ -87,15 +84,5 @@ func Summarize(samples []v1alpha1.Sample, minSamples int) (v1alpha1.Summary, *v1
 	return sum, rec
 }
 
-// ReportName is the name of a workload's report: "deployment-web". Names
-// too long for an object name are cut and end in a hash of the whole.
-func ReportName(kind, name string) string {
-	n := strings.ToLower(kind) + "-" + name
-	const maxName = 253
-	if len(n) <= maxName {
-		return n
-	}
-	h := sha256.Sum256([]byte(n))
-	suffix := "-" + hex.EncodeToString(h[:])[:10]
-	return strings.TrimRight(n[:maxName-len(suffix)], "-.") + suffix
-}
+// ReportName is the name of a workload's report (v1alpha1.ReportName).
+func ReportName(kind, name string) string { return v1alpha1.ReportName(kind, name) }

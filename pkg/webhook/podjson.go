@@ -26,6 +26,9 @@ type admissionPod struct {
 		Namespace    string            `json:"namespace"`
 		Labels       map[string]string `json:"labels"`
 		Annotations  map[string]string `json:"annotations"`
+		// OwnerReferences name the workload, whose shutdown report
+		// graceguard.io/max-work: auto reads.
+		OwnerReferences []metav1.OwnerReference `json:"ownerReferences"`
 	} `json:"metadata"`
 	Spec admissionSpec `json:"spec"`
 }
@@ -103,7 +106,7 @@ func decodeAdmissionPod(raw runtime.RawExtension) (*corev1.Pod, error) {
 	}
 	pod := &corev1.Pod{TypeMeta: a.TypeMeta, Spec: a.Spec.podSpec()}
 	pod.Name, pod.GenerateName, pod.Namespace = a.Metadata.Name, a.Metadata.GenerateName, a.Metadata.Namespace
-	pod.Labels, pod.Annotations = a.Metadata.Labels, a.Metadata.Annotations
+	pod.Labels, pod.Annotations, pod.OwnerReferences = a.Metadata.Labels, a.Metadata.Annotations, a.Metadata.OwnerReferences
 	return pod, nil
 }
 

@@ -156,6 +156,15 @@ func TestObserverRBACIsLeastPrivilege(t *testing.T) {
 			t.Errorf("the view role lacks %s: namespace viewers could not read their reports", l)
 		}
 	}
+	webhookRole := get[*rbacv1.ClusterRole](t, r, "ClusterRole", fullname)
+	for verb, want := range map[string]bool{"get": true, "list": false, "watch": false, "create": false, "update": false} {
+		if got := can(webhookRole.Rules, "graceguard.io", "shutdownreports", verb); got != want {
+			t.Errorf("the webhook can %s shutdownreports = %v, want %v (max-work auto reads one report by name)", verb, got, want)
+		}
+	}
+	if off := get[*rbacv1.ClusterRole](t, render(t, "observer: {enabled: false}"), "ClusterRole", fullname); can(off.Rules, "graceguard.io", "shutdownreports", "get") {
+		t.Error("without the observer there are no reports to read")
+	}
 	b := get[*rbacv1.ClusterRoleBinding](t, r, "ClusterRoleBinding", observerName)
 	if len(b.Subjects) != 1 || b.Subjects[0].Name != observerName || b.RoleRef.Name != observerName {
 		t.Errorf("binding %+v", b)

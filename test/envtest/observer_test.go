@@ -382,3 +382,74 @@ func must[T any](o T, err error) T {
 	Expect(err).NotTo(HaveOccurred())
 	return o
 }
+
+var _ = Describe("graceguard.io/max-work: auto", func() {
+	It("takes the work term from the workload's ShutdownReport at Pod creation, within the floor and the ceiling", func(ctx SpecContext) {
+		ns := optedIn(ctx, "auto")
+		w := newWarningClient()
+		dep := must(kube.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: "api"},
+			Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "api"}}, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "api"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.local/app:1"}}},
+			}},
+		}, metav1.CreateOptions{}))
+
+		By("a report recommending 21s from 9 samples, as the observer writes it")
+		report := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "graceguard.io/v1alpha1", "kind": "ShutdownReport",
+			"metadata": map[string]any{"name": "deployment-api", "namespace": ns},
+			"spec":     map[string]any{"workload": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "api"}},
+		}}
+		report = must(dyn.Resource(reportsGVR).Namespace(ns).Create(ctx, report, metav1.CreateOptions{}))
+		setRecommendation := func(maxWork string, enough bool, samples int64) {
+			GinkgoHelper()
+			r := must(dyn.Resource(reportsGVR).Namespace(ns).Get(ctx, "deployment-api", metav1.GetOptions{}))
+			r.Object["status"] = map[string]any{
+				"observed":       samples,
+				"summary":        map[string]any{"samples": samples, "kills": int64(0), "hookFailures": int64(0)},
+				"recommendation": map[string]any{"maxWork": maxWork, "grace": int64(0), "enough": enough, "reason": "test"},
+			}
+			must(dyn.Resource(reportsGVR).Namespace(ns).UpdateStatus(ctx, r, metav1.UpdateOptions{}))
+		}
+		setRecommendation("21s", true, 9)
+		_ = report
+
+		autoPod := func(name, rs, hash string, extra map[string]string) *corev1.Pod {
+			GinkgoHelper()
+			ann := map[string]string{mutate.AnnotationMaxWork: mutate.MaxWorkAuto}
+			for k, v := range extra {
+				ann[k] = v
+			}
+			p := pod(name, ann)
+			p.Labels = map[string]string{"app": "api", "pod-template-hash": hash}
+			yes := true
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs, UID: dep.UID, Controller: &yes}}
+			return must(w.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}))
+		}
+		budgetOf := func(p *corev1.Pod) []any {
+			return []any{p.Annotations[mutate.AnnotationBudget], *p.Spec.TerminationGracePeriodSeconds}
+		}
+
+		By("enough samples: the recommendation")
+		p := autoPod("api-1", "api-5f6d7c8b9", "5f6d7c8b9", nil)
+		Expect(budgetOf(p)).To(Equal([]any{"routing=5s work=21s cleanup=2s margin=3s grace=31s", int64(31)}))
+		Expect(w.Warnings()).To(ContainElement("metadata.annotations[graceguard.io/max-work]: auto is 21s: observed in 9 shutdowns (floor 20s, ceiling 2m)"))
+
+		By("a ceiling below it: the ceiling")
+		p = autoPod("api-2", "api-5f6d7c8b9", "5f6d7c8b9", map[string]string{mutate.AnnotationMaxWorkFloor: "5s", mutate.AnnotationMaxWorkCeiling: "15s"})
+		Expect(budgetOf(p)).To(Equal([]any{"routing=5s work=15s cleanup=2s margin=3s grace=30s", int64(30)}))
+		Expect(w.Warnings()).To(ContainElement("metadata.annotations[graceguard.io/max-work]: auto is 15s: the ceiling; observed: 21s"))
+
+		By("too few samples: the floor")
+		setRecommendation("13s", false, 2)
+		p = autoPod("api-3", "api-5f6d7c8b9", "5f6d7c8b9", nil)
+		Expect(budgetOf(p)).To(Equal([]any{"routing=5s work=20s cleanup=2s margin=3s grace=30s", int64(30)}))
+		Expect(w.Warnings()).To(ContainElement("metadata.annotations[graceguard.io/max-work]: auto is 20s: the floor, 2 samples are too few (ceiling 2m)"))
+
+		By("a workload without a report: the floor")
+		p = autoPod("other-1", "other-7c9d", "7c9d", nil)
+		Expect(budgetOf(p)).To(Equal([]any{"routing=5s work=20s cleanup=2s margin=3s grace=30s", int64(30)}))
+		Expect(w.Warnings()).To(ContainElement("metadata.annotations[graceguard.io/max-work]: auto is 20s: the floor, no shutdown report yet (ceiling 2m)"))
+	})
+})
