@@ -552,7 +552,9 @@ func (r *Results) mdObserver(p func(string, ...any)) {
 		p("%s", ct.String())
 		p("The reports of the %d Deployments recorded %d shutdowns (%d SIGKILLed) %s s after the deletions stopped.", c.Reports, c.Recorded, c.Kills, num(c.RecordedAfterSeconds))
 		if c.Late > 0 {
-			p("%d of the %d deletions started more than one interval late: no client was free, the rate was not held.", c.Late, c.Started)
+			p("%d of the %d deletions started more than one interval (%s ms) after they were due (no client free at that moment, or",
+				c.Late, c.Started, num(1000/float64(c.TargetRate)))
+			p("the scheduler late on a busy machine); %d of the %d due in the window started in it.", c.Started, c.TargetRate*int(math.Round(c.Seconds)))
 		}
 		if c.ErrorSample != "" {
 			p("First error: %s", c.ErrorSample)
