@@ -84,12 +84,16 @@ func mutate(t Target, s Settings, p paths, bad []Finding, r *Report) {
 	need := r.Budget.Grace()
 	if f := budget.Check(r.Budget, r.Grace, s.maxGrace); f.OverCap() {
 		r.Violations = append(r.Violations, overCap(t, f))
+		for _, c := range targets {
+			r.Stops = append(r.Stops, stopOf(c, false))
+		}
 		return
 	}
 
 	sleep := budget.CeilSeconds(s.Budget.Routing)
 	for _, c := range targets {
 		if s.PreStop == PreStopNone || sleep == 0 || (c.c.Lifecycle != nil && c.c.Lifecycle.PreStop != nil) {
+			r.Stops = append(r.Stops, stopOf(c, false))
 			continue
 		}
 		h := preStopHandler(s.PreStop, sleep)
@@ -102,6 +106,7 @@ func mutate(t Target, s Settings, p paths, bad []Finding, r *Report) {
 			ch.Op = add(c.pointer+"/lifecycle/preStop", h)
 		}
 		r.Changes = append(r.Changes, ch)
+		r.Stops = append(r.Stops, stopOf(c, true))
 	}
 
 	addProbes(targets, s, p, r)
@@ -136,6 +141,15 @@ func mutate(t Target, s Settings, p paths, bad []Finding, r *Report) {
 		t.Meta.Annotations[AnnotationBudget] = note
 		r.Changes = append(r.Changes, ch)
 	}
+}
+
+func stopOf(c container, added bool) ContainerStop {
+	var h *corev1.LifecycleHandler
+	if c.c.Lifecycle != nil {
+		h = c.c.Lifecycle.PreStop
+	}
+	hl := preStopLength(h)
+	return ContainerStop{Name: c.c.Name, Hook: hl.D, Known: hl.Known, Desc: hl.Desc, Added: added}
 }
 
 func preStopHandler(h PreStopHandler, seconds int64) *corev1.LifecycleHandler {

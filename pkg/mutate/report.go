@@ -2,6 +2,7 @@ package mutate
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -143,11 +144,30 @@ type Report struct {
 	Sources map[budget.Term]Source
 	// Hook is the longest preStop hook of the treated containers.
 	Hook time.Duration
+	// Stops say how each treated container stops once the changes are
+	// made, in order: the kubelet runs a container's own preStop hook and
+	// then sends it SIGTERM, so containers with different hooks get
+	// SIGTERM at different times.
+	Stops []ContainerStop
 	// GraceBefore and Grace are the grace period as received and as left.
 	GraceBefore, Grace int64
 	Changes            []Change
 	Warnings           []Finding
 	Violations         []Finding
+}
+
+// ContainerStop is how one treated container stops: the preStop hook it
+// runs before its SIGTERM.
+type ContainerStop struct {
+	Name string
+	// Hook is the hook's length: exact when Known, else a lower bound;
+	// 0 with Known for no hook.
+	Hook  time.Duration
+	Known bool
+	// Desc describes the hook ("sleep 5s", "exec /wait-shutdown"); "" for none.
+	Desc string
+	// Added is set when the hook is graceguard's (Changes holds it).
+	Added bool
 }
 
 // Denied reports whether admission must be refused.
@@ -168,12 +188,25 @@ func (r *Report) Patch() []Operation {
 	return ops
 }
 
-// AdmissionWarnings is what the API server shows the client: advice, plus,
-// in warn mode, what enforce mode would have changed or denied.
-func (r *Report) AdmissionWarnings() []string {
-	var out []string
+// Notice is one admission warning in full: what the API server shows, before
+// AdmissionWarnings bounds its length. The kubectl plugin prints these.
+type Notice struct {
+	Reason Reason
+	// Field is the field path the warning is about.
+	Field string
+	// Text is the whole warning: "path: message", "enforce would set ...",
+	// "enforce would deny: ...".
+	Text string
+	// Denial marks what enforce mode would deny (warn mode).
+	Denial bool
+}
+
+// Notices are the admission warnings in full: advice, plus, in warn mode,
+// what enforce mode would have changed or denied.
+func (r *Report) Notices() []Notice {
+	var out []Notice
 	for _, f := range r.Warnings {
-		out = append(out, f.Message())
+		out = append(out, Notice{Reason: f.Reason, Field: f.Err.Field, Text: f.Err.Field + ": " + f.Err.Detail})
 	}
 	if r.Mode != ModeWarn {
 		return out
@@ -182,15 +215,29 @@ func (r *Report) AdmissionWarnings() []string {
 	case StageMutate:
 		for _, c := range r.Changes {
 			if c.Reason != ChangeBudget {
-				out = append(out, shorten("enforce would set "+c.String()))
+				out = append(out, Notice{Reason: c.Reason, Field: c.Path.String(), Text: "enforce would set " + c.String()})
 			}
 		}
 	case StageValidate:
-		// The whole denial, value included: a person must be able to fix
-		// it from the warning alone. The API server keeps up to 256.
 		for _, v := range r.Violations {
-			out = append(out, shortenTo("enforce would deny: "+v.Err.Error(), MaxDenialWarningLength))
+			out = append(out, Notice{Reason: v.Reason, Field: v.Err.Field, Text: "enforce would deny: " + v.Err.Error(), Denial: true})
 		}
+	}
+	return out
+}
+
+// AdmissionWarnings is what the API server shows the client: the Notices,
+// each within MaxWarningLength, except that a warn-mode denial keeps up to
+// MaxDenialWarningLength: a person must be able to fix it from the warning
+// alone, value included, and the API server keeps up to 256.
+func (r *Report) AdmissionWarnings() []string {
+	var out []string
+	for _, n := range r.Notices() {
+		limit := MaxWarningLength
+		if n.Denial {
+			limit = MaxDenialWarningLength
+		}
+		out = append(out, shortenTo(n.Text, limit))
 	}
 	return out
 }
@@ -206,11 +253,8 @@ func (r *Report) Err() error {
 		errs[i] = v.Err
 	}
 	gk := schema.GroupKind{Kind: r.Kind}
-	switch r.Kind {
-	case "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet":
-		gk.Group = "apps"
-	case "Job", "CronJob":
-		gk.Group = "batch"
+	if i := slices.IndexFunc(Workloads, func(w Workload) bool { return w.Kind == r.Kind }); i >= 0 {
+		gk.Group = Workloads[i].Group
 	}
 	name := r.Name
 	if name == "" {

@@ -1,14 +1,10 @@
 package mutate
 
 import (
-	"fmt"
 	"strconv"
 
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -42,64 +38,6 @@ func ForPod(pod *corev1.Pod) Target {
 		Meta: &pod.ObjectMeta, Spec: &pod.Spec,
 		MetaPath: field.NewPath("metadata"), SpecPath: field.NewPath("spec"),
 	}
-}
-
-// WorkloadKinds are the kinds whose Pod templates graceguard validates.
-var WorkloadKinds = []string{"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob"}
-
-// ForWorkload targets the Pod template of a Deployment, StatefulSet,
-// DaemonSet, ReplicaSet, Job or CronJob.
-func ForWorkload(obj runtime.Object) (Target, error) {
-	var (
-		meta *metav1.ObjectMeta
-		tpl  *corev1.PodTemplateSpec
-		kind string
-		root = field.NewPath("spec", "template")
-		ptr  = "/spec/template"
-	)
-	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		meta, tpl, kind = &o.ObjectMeta, &o.Spec.Template, "Deployment"
-	case *appsv1.StatefulSet:
-		meta, tpl, kind = &o.ObjectMeta, &o.Spec.Template, "StatefulSet"
-	case *appsv1.DaemonSet:
-		meta, tpl, kind = &o.ObjectMeta, &o.Spec.Template, "DaemonSet"
-	case *appsv1.ReplicaSet:
-		meta, tpl, kind = &o.ObjectMeta, &o.Spec.Template, "ReplicaSet"
-	case *batchv1.Job:
-		meta, tpl, kind = &o.ObjectMeta, &o.Spec.Template, "Job"
-	case *batchv1.CronJob:
-		meta, tpl, kind = &o.ObjectMeta, &o.Spec.JobTemplate.Spec.Template, "CronJob"
-		root = field.NewPath("spec", "jobTemplate", "spec", "template")
-		ptr = "/spec/jobTemplate/spec/template"
-	default:
-		return Target{}, fmt.Errorf("unsupported kind %T: want one of %v", obj, WorkloadKinds)
-	}
-	return Target{
-		Kind: kind, Namespace: meta.Namespace, Name: meta.Name,
-		Meta: &tpl.ObjectMeta, Spec: &tpl.Spec,
-		MetaPath: root.Child("metadata"), SpecPath: root.Child("spec"),
-		Pointer: ptr, Template: true,
-	}, nil
-}
-
-// NewWorkload returns an empty object of a workload kind, for decoding.
-func NewWorkload(kind string) (runtime.Object, error) {
-	switch kind {
-	case "Deployment":
-		return &appsv1.Deployment{}, nil
-	case "StatefulSet":
-		return &appsv1.StatefulSet{}, nil
-	case "DaemonSet":
-		return &appsv1.DaemonSet{}, nil
-	case "ReplicaSet":
-		return &appsv1.ReplicaSet{}, nil
-	case "Job":
-		return &batchv1.Job{}, nil
-	case "CronJob":
-		return &batchv1.CronJob{}, nil
-	}
-	return nil, fmt.Errorf("unsupported kind %q: want Pod or one of %v", kind, WorkloadKinds)
 }
 
 // container is one container graceguard may treat, with its place in the spec.

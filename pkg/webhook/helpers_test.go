@@ -242,8 +242,10 @@ func workload(kind string, replicas int, tpl string) string {
 }
 
 func groupOf(kind string) string {
-	if g, ok := workloadGroups[kind]; ok {
-		return g
+	for _, w := range mutate.Workloads {
+		if w.Kind == kind {
+			return w.Group
+		}
 	}
 	return ""
 }

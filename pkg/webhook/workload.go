@@ -13,8 +13,9 @@ import (
 	"github.com/graceguard/graceguard/pkg/mutate"
 )
 
-// WorkloadValidator is the validating webhook for the Pod templates of
-// Deployments, StatefulSets, DaemonSets, ReplicaSets, Jobs and CronJobs.
+// WorkloadValidator is the validating webhook for the Pod templates of the
+// workloads mutate.Workloads marks Reviewed (Deployments, StatefulSets,
+// DaemonSets, ReplicaSets, Jobs and CronJobs).
 // It checks each template as its Pods will be after mutation, so a
 // template whose Pods would be refused is refused at `kubectl apply` time,
 // not later as a FailedCreate event on a ReplicaSet. It never patches.
@@ -23,12 +24,6 @@ type WorkloadValidator struct{ core }
 // NewWorkloadValidator returns the validating workload handler.
 func NewWorkloadValidator(c Config) *WorkloadValidator {
 	return &WorkloadValidator{newCore(c, NameValidateWorkloads)}
-}
-
-// workloadGroups maps each workload kind to its API group.
-var workloadGroups = map[string]string{
-	"Deployment": "apps", "StatefulSet": "apps", "DaemonSet": "apps", "ReplicaSet": "apps",
-	"Job": "batch", "CronJob": "batch",
 }
 
 // Handle answers one review: CREATE and UPDATE are validated, anything
@@ -67,15 +62,12 @@ func (h *WorkloadValidator) Handle(ctx context.Context, req admission.Request) a
 // decodeWorkload decodes the review's object (or oldObject) and targets
 // its Pod template.
 func (c *core) decodeWorkload(req admission.Request, raw runtime.RawExtension, what string) (mutate.Target, error) {
-	group, ok := workloadGroups[req.Kind.Kind]
-	if !ok || group != req.Kind.Group {
-		return mutate.Target{}, fmt.Errorf("unsupported kind %s: %s reviews apps/v1 Deployment, StatefulSet, DaemonSet, ReplicaSet and batch/v1 Job, CronJob",
-			kindName(req.Kind), c.name)
+	w, ok := mutate.LookupWorkloadKind(req.Kind.Group, req.Kind.Kind)
+	if !ok || !w.Reviewed || req.Kind.Version != w.Version {
+		return mutate.Target{}, fmt.Errorf("unsupported kind %s: %s reviews %s",
+			kindName(req.Kind), c.name, mutate.ReviewedWorkloads())
 	}
-	obj, err := mutate.NewWorkload(req.Kind.Kind)
-	if err != nil {
-		return mutate.Target{}, err
-	}
+	obj := w.New()
 	if len(raw.Raw) == 0 {
 		return mutate.Target{}, fmt.Errorf("decoding %s: the review has no %s", req.Kind.Kind, what)
 	}
