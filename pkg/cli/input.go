@@ -33,6 +33,9 @@ type object struct {
 	nsState nsState
 	// nsDoc is the Namespace document in the input, if any.
 	nsDoc *manifest.Document
+	// problem is set for a document of a file found in a directory that is
+	// not a Kubernetes object; then doc holds only where it is.
+	problem *manifest.Problem
 }
 
 // nsState says where an object's namespace came from.
@@ -52,6 +55,9 @@ const (
 
 // ref names the object for people: "Pod shop/web", "Namespace shop".
 func (o object) ref() string {
+	if o.problem != nil {
+		return o.problem.Source
+	}
 	name := o.doc.Name
 	if name == "" {
 		name = "(no name)"
@@ -112,8 +118,11 @@ func (f *inputFlags) load(ctx context.Context, stdin io.Reader, errOut io.Writer
 			if err != nil {
 				return nil, err
 			}
+			// Files found in a directory may be any YAML (values,
+			// workflows): keep going past what is not an object.
+			keepGoing := len(paths) != 1 || paths[0] != name
 			for _, p := range paths {
-				file, err := readFile(p)
+				file, err := readFile(p, keepGoing)
 				if err != nil {
 					return nil, err
 				}
@@ -128,7 +137,7 @@ func (f *inputFlags) load(ctx context.Context, stdin io.Reader, errOut io.Writer
 	if len(docs) == 0 {
 		fmt.Fprintf(errOut, "note: no objects in %s\n", strings.Join(f.files, ", "))
 	}
-	in.objs = f.evaluate(docs, func(name string) (mutate.Namespace, *manifest.Document, bool) {
+	objs := f.evaluate(docs, func(name string) (mutate.Namespace, *manifest.Document, bool) {
 		ns, ok := manifest.NamespaceIn(name, docs)
 		if !ok {
 			return ns, nil, false
@@ -136,6 +145,22 @@ func (f *inputFlags) load(ctx context.Context, stdin io.Reader, errOut io.Writer
 		i := slices.IndexFunc(docs, func(d manifest.Document) bool { return d.Kind == "Namespace" && d.Name == name })
 		return ns, &docs[i], true
 	}, errOut)
+	// Each file's objects and problems, in the order they are written.
+	for _, file := range in.files {
+		n := len(file.Documents())
+		mine := slices.Clone(objs[:n])
+		objs = objs[n:]
+		for i := range file.Problems {
+			pr := &file.Problems[i]
+			o := object{doc: manifest.Document{Source: pr.Source, File: file.Source, Line: pr.Line}, problem: pr}
+			if pr.Syntax {
+				o.err = errors.New(strings.TrimPrefix(pr.Err.Error(), pr.Source+": "))
+			}
+			mine = append(mine, o)
+		}
+		slices.SortStableFunc(mine, func(a, b object) int { return a.doc.Line - b.doc.Line })
+		in.objs = append(in.objs, mine...)
+	}
 	return in, nil
 }
 
@@ -243,12 +268,15 @@ func expand(name string, recursive bool) ([]string, error) {
 	return out, nil
 }
 
-func readFile(name string) (*manifest.File, error) {
+func readFile(name string, keepGoing bool) (*manifest.File, error) {
 	fh, err := os.Open(name)
 	if err != nil {
 		return nil, inputError(name, err)
 	}
 	defer fh.Close()
+	if keepGoing {
+		return manifest.ReadFileKeepGoing(fh, name)
+	}
 	return manifest.ReadFile(fh, name)
 }
 

@@ -273,6 +273,9 @@ func writeSARIF(w io.Writer, objs []object) error {
 // objectLocation places a result in its file (when it comes from one) and
 // names the object, so results from a cluster have a location too.
 func objectLocation(o object, file string, line, column int) sarifLocation {
+	if o.problem != nil {
+		return sarifLocation{Physical: &sarifPhysical{ArtifactLocation: artifact(file), Region: &sarifRegion{StartLine: max(line, 1)}}}
+	}
 	name := o.doc.Kind + "/" + o.doc.Name
 	if o.ns != "" && o.doc.Supported() {
 		name = o.doc.Kind + "/" + o.ns + "/" + o.doc.Name

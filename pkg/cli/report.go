@@ -41,6 +41,10 @@ type finding struct {
 // verdictOf says what happens to an object at admission.
 func verdictOf(o object) string {
 	switch {
+	case o.problem != nil && o.problem.Syntax:
+		return verdictError
+	case o.problem != nil:
+		return verdictSkipped
 	case o.err != nil:
 		return verdictError
 	case !o.evaluated():
@@ -55,6 +59,9 @@ func verdictOf(o object) string {
 
 // skipOf returns why an object is skipped and the sentence that says it.
 func skipOf(o object) (mutate.Reason, string) {
+	if o.problem != nil {
+		return skipNotObject, strings.TrimPrefix(o.problem.Err.Error(), o.problem.Source+": ")
+	}
 	if o.res == nil {
 		return manifest.SkipNotWorkload, unsupported(o)
 	}
@@ -64,6 +71,10 @@ func skipOf(o object) (mutate.Reason, string) {
 	}
 	return r, skipReason(r, o)
 }
+
+// skipNotObject: a document of a file found in a directory that is not a
+// Kubernetes object (a values.yaml, a CI workflow).
+const skipNotObject mutate.Reason = "not-a-kubernetes-object"
 
 // findings lists an evaluated object's denials and warnings in full: the
 // validating webhook's violations when it denies, and the warnings of both
@@ -150,7 +161,7 @@ func count(objs []object) tally {
 
 // skipOrder is the order skip reasons are summed up in.
 var skipOrder = []mutate.Reason{
-	manifest.SkipNotWorkload, manifest.SkipNoTemplate, mutate.SkipNotOptedIn, mutate.SkipExcluded, mutate.SkipMirrorPod,
+	skipNotObject, manifest.SkipNotWorkload, manifest.SkipNoTemplate, mutate.SkipNotOptedIn, mutate.SkipExcluded, mutate.SkipMirrorPod,
 }
 
 // skipSummary says in a line why objects were skipped, and how to evaluate
@@ -172,6 +183,8 @@ func (t tally) skipSummary(hint string) string {
 			continue
 		}
 		switch r {
+		case skipNotObject:
+			parts = append(parts, fmt.Sprintf("%d not a Kubernetes object", n))
 		case manifest.SkipNotWorkload:
 			parts = append(parts, fmt.Sprintf("%d not a Pod or workload", n))
 		case manifest.SkipNoTemplate:

@@ -28,7 +28,9 @@ func suggestFlag(cmd *cobra.Command, err error) error {
 		if f.Hidden {
 			return
 		}
-		if levenshtein(typed, f.Name) <= dist || (len(typed) >= 3 && strings.HasPrefix(f.Name, typed)) {
+		// A near miss, a prefix (--assume), or a flag and more (--fail-on-warning).
+		if levenshtein(typed, f.Name) <= dist || (len(typed) >= 3 && strings.HasPrefix(f.Name, typed)) ||
+			(len(f.Name) >= 4 && strings.HasPrefix(typed, f.Name)) {
 			near = append(near, "--"+f.Name)
 		}
 	})

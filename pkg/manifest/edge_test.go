@@ -66,10 +66,20 @@ func TestRenderEdgeCases(t *testing.T) {
 			t.Errorf("fallbacks %d:\n%s", f.fallbacks, out)
 		}
 	})
-	t.Run("a stale budget annotation is replaced: re-encoded, comments kept", func(t *testing.T) {
-		in := strings.Replace(pod, "  name: web\n", "  name: web # the shop\n  annotations:\n    graceguard.io/budget: routing=1s work=1s cleanup=1s margin=1s grace=4s\n", 1)
+	t.Run("a stale budget annotation and a short grace are replaced in place", func(t *testing.T) {
+		in := strings.Replace(pod, "  name: web\n", "  name: web # the shop\n  annotations:\n    graceguard.io/budget: \"routing=1s work=1s cleanup=1s margin=1s grace=4s\" # stale\n", 1)
+		in = strings.Replace(in, "spec:\n", "spec:\n  terminationGracePeriodSeconds: 10   # too short\n", 1)
 		out, f := renderString(t, in)
-		if f.fallbacks != 1 || !strings.Contains(out, "# the shop") || strings.Contains(out, "grace=4s") {
+		want := strings.NewReplacer(`"routing=1s work=1s cleanup=1s margin=1s grace=4s"`, "routing=5s work=20s cleanup=2s margin=3s grace=30s",
+			"Seconds: 10 ", "Seconds: 30 ").Replace(in)
+		if f.fallbacks != 0 || !strings.HasPrefix(out, want[:strings.Index(want, "    image: app:1")]) {
+			t.Errorf("fallbacks %d:\n%s", f.fallbacks, out)
+		}
+	})
+	t.Run("a null member replaced by a mapping is re-encoded, comments kept", func(t *testing.T) {
+		in := strings.Replace(pod, "  name: web\n", "  name: web # the shop\n  annotations:\n", 1)
+		out, f := renderString(t, in)
+		if f.fallbacks != 1 || !strings.Contains(out, "# the shop") {
 			t.Errorf("fallbacks %d:\n%s", f.fallbacks, out)
 		}
 	})

@@ -18,8 +18,21 @@ type File struct {
 	Source string
 	Text   []byte
 	Chunks []*Chunk
+	// Problems are the documents that are not Kubernetes objects, when read
+	// with ReadFileKeepGoing.
+	Problems []Problem
 	// fallbacks counts the documents Render could not splice (tests).
 	fallbacks int
+}
+
+// Problem is a document that is not a Kubernetes object.
+type Problem struct {
+	Source string
+	Line   int
+	// Syntax is set when the document is not valid YAML or JSON; otherwise
+	// it is YAML without apiVersion and kind (a values.yaml, a CI workflow).
+	Syntax bool
+	Err    error
 }
 
 // Chunk is one document of a File: where its text is, and the objects it
@@ -46,6 +59,18 @@ type Chunk struct {
 // graceguard's additions. Lists are read item by item. An error names the
 // source and the document number.
 func ReadFile(r io.Reader, source string) (*File, error) {
+	return readFile(r, source, false)
+}
+
+// ReadFileKeepGoing is ReadFile for files found in a directory, which may
+// hold YAML that is not Kubernetes objects: each such document is recorded
+// in File.Problems and the others are read. It fails only when the file
+// cannot be split into documents.
+func ReadFileKeepGoing(r io.Reader, source string) (*File, error) {
+	return readFile(r, source, true)
+}
+
+func readFile(r io.Reader, source string, keepGoing bool) (*File, error) {
 	text, err := io.ReadAll(r)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", source, err)
@@ -63,9 +88,15 @@ func ReadFile(r io.Reader, source string) (*File, error) {
 		if len(bytes.TrimSpace(stripComments(doc))) == 0 {
 			continue
 		}
+		line := c.Line + leadingLines(doc)
 		raw, err := toJSON(doc)
 		if err != nil {
-			return nil, fmt.Errorf("%s: not valid YAML or JSON: %w", src, err)
+			err = fmt.Errorf("%s: not valid YAML or JSON: %w", src, err)
+			if !keepGoing {
+				return nil, err
+			}
+			f.Problems = append(f.Problems, Problem{Source: src, Line: line, Syntax: true, Err: err})
+			continue
 		}
 		if bytes.Equal(raw, []byte("null")) {
 			continue
@@ -77,14 +108,18 @@ func ReadFile(r io.Reader, source string) (*File, error) {
 		if c.JSON && json.Compact(&compact, doc) == nil {
 			raw = compact.Bytes()
 		}
-		c.raw = raw
 		// Positions are a help (SARIF regions, Locate), not a need: a
 		// document kubectl reads but yaml.v3 does not still gets checked.
 		root := parseNode(doc)
 		objs, list, err := split(raw, src, "", root)
 		if err != nil {
-			return nil, err
+			if !keepGoing {
+				return nil, err
+			}
+			f.Problems = append(f.Problems, Problem{Source: src, Line: line, Err: err})
+			continue
 		}
+		c.raw = raw
 		c.List = list
 		for j := range objs {
 			objs[j].File = source
@@ -92,7 +127,7 @@ func ReadFile(r io.Reader, source string) (*File, error) {
 			if n := objs[j].node; n != nil {
 				objs[j].Line, objs[j].Column = objs[j].lineOffset+n.Line, n.Column
 			} else {
-				objs[j].Line = c.Line + leadingLines(doc)
+				objs[j].Line = line
 			}
 		}
 		c.Objects = objs

@@ -150,7 +150,8 @@ func blankOrComment(line string) bool {
 }
 
 // splice writes each "add" into the text: a new key at the end of the
-// mapping that holds it, block or flow. It fails (errNotSpliced) on
+// mapping that holds it, block or flow, or a new value over a one-line
+// scalar. It fails (errNotSpliced) on
 // anything else, for the caller to fall back.
 func splice(doc []byte, ops []mutate.Operation) ([]byte, error) {
 	style := kyaml.DeriveSeqIndentStyle(string(doc))
@@ -164,12 +165,20 @@ func splice(doc []byte, ops []mutate.Operation) ([]byte, error) {
 			return nil, errNotSpliced
 		}
 		parent, key, ok := resolveParent(root, op.Path)
-		if !ok || parent.Kind != kyaml.MappingNode || lookup(parent, key) != nil {
+		if !ok || parent.Kind != kyaml.MappingNode {
 			return nil, errNotSpliced
 		}
 		value, err := valueNode(op.Value)
 		if err != nil {
 			return nil, err
+		}
+		if old := lookup(parent, key); old != nil {
+			// "add" over a member replaces it: a raised grace period, a
+			// stale budget annotation.
+			if doc, err = replaceScalar(doc, old, value); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		entry := &kyaml.Node{Kind: kyaml.MappingNode, Content: []*kyaml.Node{{Kind: kyaml.ScalarNode, Tag: "!!str", Value: key}, value}}
 		if parent.Style&kyaml.FlowStyle != 0 || len(parent.Content) == 0 {
@@ -309,6 +318,65 @@ func closingBrace(doc []byte, open int) (int, bool) {
 				for i < len(doc) && doc[i] != '\n' {
 					i++
 				}
+			}
+		}
+	}
+	return 0, false
+}
+
+// replaceScalar writes value over a scalar written on one line.
+func replaceScalar(doc []byte, old, value *kyaml.Node) ([]byte, error) {
+	if old.Kind != kyaml.ScalarNode || value.Kind != kyaml.ScalarNode || old.Value == "" {
+		return nil, errNotSpliced
+	}
+	start, ok := offsetOf(doc, old.Line, old.Column)
+	if !ok {
+		return nil, errNotSpliced
+	}
+	end, ok := scalarEnd(doc, start, old)
+	if !ok {
+		return nil, errNotSpliced
+	}
+	text, err := encode(value, string(kyaml.CompactSequenceStyle))
+	if err != nil {
+		return nil, err
+	}
+	text = strings.TrimSuffix(text, "\n")
+	if strings.Contains(text, "\n") {
+		return nil, errNotSpliced
+	}
+	return append(append(append([]byte{}, doc[:start]...), text...), doc[end:]...), nil
+}
+
+// scalarEnd finds where a one-line scalar that starts at start ends.
+func scalarEnd(doc []byte, start int, n *kyaml.Node) (int, bool) {
+	line := doc[start:]
+	if i := bytes.IndexByte(line, '\n'); i >= 0 {
+		line = line[:i]
+	}
+	switch n.Style {
+	case 0:
+		if !bytes.HasPrefix(line, []byte(n.Value)) {
+			return 0, false
+		}
+		return start + len(n.Value), true
+	case kyaml.DoubleQuotedStyle:
+		for i := 1; i < len(line); i++ {
+			switch line[i] {
+			case '\\':
+				i++
+			case '"':
+				return start + i + 1, true
+			}
+		}
+	case kyaml.SingleQuotedStyle:
+		for i := 1; i < len(line); i++ {
+			if line[i] == '\'' {
+				if i+1 < len(line) && line[i+1] == '\'' {
+					i++
+					continue
+				}
+				return start + i + 1, true
 			}
 		}
 	}

@@ -122,7 +122,7 @@ func mutate(t Target, s Settings, p paths, bad []Finding, r *Report) {
 		r.Grace = need
 	}
 
-	advise(targets, r)
+	advise(targets, s.ReadinessPath != "", r)
 
 	note := r.Budget.Annotation(r.Grace)
 	if t.Meta.Annotations[AnnotationBudget] != note {
@@ -284,11 +284,11 @@ func addProbes(targets []container, s Settings, p paths, r *Report) {
 			})
 		}
 		if !covered {
-			why := "no port to probe; set " + AnnotationProbePort
 			if s.ProbePort != nil {
-				why = "no container declares port " + strconv.Quote(s.ProbePort.String())
+				r.warn(WarnNoProbePort, p.pod.Key(pr.key), pr.path, "no container declares port %q; no probe added", s.ProbePort.String())
+				continue
 			}
-			r.warn(WarnNoProbePort, p.pod.Key(pr.key), pr.path, "%s; no probe added", why)
+			r.warn(WarnNoProbePort, p.pod.Key(pr.key), pr.path, "no port to probe; set %s; no probe added", AnnotationProbePort)
 		}
 	}
 }
@@ -315,8 +315,10 @@ func probePort(c *corev1.Container, want *intstr.IntOrString) (intstr.IntOrStrin
 	return intstr.IntOrString{}, false
 }
 
-// advise adds the warnings about the final containers.
-func advise(targets []container, r *Report) {
+// advise adds the warnings about the final containers. asked says a
+// readiness path is set: then a container left without a probe is
+// already explained (no port to probe), not told to set the path.
+func advise(targets []container, asked bool, r *Report) {
 	for _, c := range targets {
 		if isShellForm(c.c) {
 			f := "command"
@@ -331,7 +333,7 @@ func advise(targets []container, r *Report) {
 			r.warn(WarnLivenessIsReadiness, c.path.Child("livenessProbe"), "",
 				"same check as readinessProbe; draining would trigger restarts")
 		}
-		if len(c.c.Ports) > 0 && c.c.ReadinessProbe == nil {
+		if len(c.c.Ports) > 0 && c.c.ReadinessProbe == nil && !asked {
 			r.warn(WarnNoReadiness, c.path.Child("readinessProbe"), "",
 				"serving container has none; set %s", AnnotationReadinessPath)
 		}

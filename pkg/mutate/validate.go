@@ -34,7 +34,12 @@ func Validate(t Target, ns Namespace, opts Options) *Report {
 		return r
 	}
 	if len(bad) > 0 {
-		r.Violations = bad
+		// Everything wrong at once, not one fix per round trip: the
+		// containers named, and the hooks that outlast their grace
+		// whatever the budget.
+		_, tbad := selectTargets(t, s, p)
+		r.Violations = append(bad, tbad...)
+		checkHooks(t, r)
 		return r
 	}
 	simulated := t.Template || s.Mode == ModeWarn
