@@ -147,6 +147,10 @@ func writeCheck(w io.Writer, objs []object, t tally, hint string) error {
 	if s := t.skipSummary(hint); s != "" {
 		p.line("%s", s)
 	}
+	if len(t.assumed) > 0 {
+		p.line("evaluated as if opted in (label %s=%s): %s %s", mutate.LabelInject, mutate.LabelInjectEnabled,
+			pluralWord(len(t.assumed), "namespace"), strings.Join(t.assumed, ", "))
+	}
 	return p.err
 }
 
@@ -165,7 +169,7 @@ func checkDetail(o object) string {
 		}
 	}
 	if o.nsState == nsAssumed {
-		parts = append(parts, "namespace "+o.ns+" assumed opted in")
+		parts = append(parts, "namespace "+o.ns+" not opted in: as if it were")
 	}
 	if len(parts) == 0 {
 		return ""

@@ -36,6 +36,10 @@ type object struct {
 	// problem is set for a document of a file found in a directory that is
 	// not a Kubernetes object; then doc holds only where it is.
 	problem *manifest.Problem
+	// skip and skipWhy say why the plugin itself leaves the object alone
+	// (not a Kubernetes object, owned by a workload), before any webhook.
+	skip    mutate.Reason
+	skipWhy string
 }
 
 // nsState says where an object's namespace came from.
@@ -153,8 +157,11 @@ func (f *inputFlags) load(ctx context.Context, stdin io.Reader, errOut io.Writer
 		for i := range file.Problems {
 			pr := &file.Problems[i]
 			o := object{doc: manifest.Document{Source: pr.Source, File: file.Source, Line: pr.Line}, problem: pr}
+			why := strings.TrimPrefix(pr.Err.Error(), pr.Source+": ")
 			if pr.Syntax {
-				o.err = errors.New(strings.TrimPrefix(pr.Err.Error(), pr.Source+": "))
+				o.err = errors.New(why)
+			} else {
+				o.skip, o.skipWhy = skipNotObject, why
 			}
 			mine = append(mine, o)
 		}
@@ -187,7 +194,7 @@ func (f *inputFlags) evaluate(docs []manifest.Document, known namespaces, errOut
 		}
 		var ns mutate.Namespace
 		ns, o.nsDoc, o.nsState = f.namespaceFor(o.ns, known)
-		if simulated && o.nsState == nsAsWritten && !noted[o.ns] {
+		if simulated && o.nsState == nsAsWritten && !f.assumeOptedIn && !noted[o.ns] {
 			noted[o.ns] = true
 			fmt.Fprintf(errOut, "note: namespace %s is defined in the input and used as written: --mode and --namespace-annotations do not apply to it (--assume-opted-in applies them over its own)\n", o.ns)
 		}
@@ -219,6 +226,9 @@ func (f *inputFlags) namespaceFor(name string, known namespaces) (mutate.Namespa
 	labels, annotations := map[string]string{}, map[string]string{}
 	if ok {
 		state = nsAssumed
+		if written.Labels[mutate.LabelInject] == mutate.LabelInjectEnabled {
+			state = nsAsWritten // opted in already; the flags still apply
+		}
 		maps.Copy(labels, written.Labels)
 		maps.Copy(annotations, written.Annotations)
 	}

@@ -107,7 +107,7 @@ func TestNamespacesInTheInput(t *testing.T) {
 	})
 	t.Run("--assume-opted-in evaluates them, with --mode and --namespace-annotations over the Namespace's own", func(t *testing.T) {
 		code, out, stderr := run(t, "", "check", "-f", nginx, "--assume-opted-in", "--namespace-annotations", "graceguard.io/max-work=5m")
-		if code != ExitOK || !strings.Contains(out, "Deployment ingress-nginx/ingress-nginx-controller [enforce]: allowed (2 changes; namespace ingress-nginx assumed opted in)") ||
+		if code != ExitOK || !strings.Contains(out, "Deployment ingress-nginx/ingress-nginx-controller [enforce]: allowed (2 changes; namespace ingress-nginx not opted in: as if it were)") ||
 			strings.Contains(stderr, "note:") {
 			t.Errorf("exit %d:\n%s%s", code, out, stderr)
 		}
@@ -361,4 +361,16 @@ func additionsOnly(a, b string) ([]string, bool) {
 		added = append(added, l)
 	}
 	return added, i == len(al)
+}
+
+func TestAuditWithoutACluster(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "kubeconfig")
+	code, out, stderr := run(t, "", "audit", "--kubeconfig", missing, "-A")
+	if code != ExitUsage || out != "" || !strings.Contains(stderr, "reading the kubeconfig") || !strings.Contains(stderr, missing) {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	code, _, stderr = run(t, "", "audit", "-f", "x.yaml")
+	if code != ExitUsage || !strings.Contains(stderr, "unknown shorthand flag: 'f'") {
+		t.Errorf("audit reads a cluster, not files: exit %d, %q", code, stderr)
+	}
 }

@@ -41,12 +41,10 @@ type finding struct {
 // verdictOf says what happens to an object at admission.
 func verdictOf(o object) string {
 	switch {
-	case o.problem != nil && o.problem.Syntax:
-		return verdictError
-	case o.problem != nil:
-		return verdictSkipped
 	case o.err != nil:
 		return verdictError
+	case o.skip != "":
+		return verdictSkipped
 	case !o.evaluated():
 		return verdictSkipped
 	case o.res.Validation.Skip != "":
@@ -59,8 +57,8 @@ func verdictOf(o object) string {
 
 // skipOf returns why an object is skipped and the sentence that says it.
 func skipOf(o object) (mutate.Reason, string) {
-	if o.problem != nil {
-		return skipNotObject, strings.TrimPrefix(o.problem.Err.Error(), o.problem.Source+": ")
+	if o.skip != "" {
+		return o.skip, o.skipWhy
 	}
 	if o.res == nil {
 		return manifest.SkipNotWorkload, unsupported(o)
@@ -130,6 +128,8 @@ type tally struct {
 	// of the namespace-not-opted-in ones.
 	skippedBy  map[mutate.Reason]int
 	notOptedIn []string
+	// assumed names the namespaces evaluated as if opted in.
+	assumed []string
 }
 
 func count(objs []object) tally {
@@ -150,6 +150,9 @@ func count(objs []object) tally {
 				t.notOptedIn = append(t.notOptedIn, o.ns)
 			}
 		}
+		if o.nsState == nsAssumed && o.evaluated() && !slices.Contains(t.assumed, o.ns) {
+			t.assumed = append(t.assumed, o.ns)
+		}
 		for _, f := range findings(o) {
 			if f.Level == levelWarning {
 				t.warnings++
@@ -161,7 +164,7 @@ func count(objs []object) tally {
 
 // skipOrder is the order skip reasons are summed up in.
 var skipOrder = []mutate.Reason{
-	skipNotObject, manifest.SkipNotWorkload, manifest.SkipNoTemplate, mutate.SkipNotOptedIn, mutate.SkipExcluded, mutate.SkipMirrorPod,
+	skipNotObject, manifest.SkipNotWorkload, skipOwned, manifest.SkipNoTemplate, mutate.SkipNotOptedIn, mutate.SkipExcluded, mutate.SkipMirrorPod,
 }
 
 // skipSummary says in a line why objects were skipped, and how to evaluate
@@ -185,6 +188,8 @@ func (t tally) skipSummary(hint string) string {
 		switch r {
 		case skipNotObject:
 			parts = append(parts, fmt.Sprintf("%d not a Kubernetes object", n))
+		case skipOwned:
+			parts = append(parts, fmt.Sprintf("%d owned by a workload audited itself", n))
 		case manifest.SkipNotWorkload:
 			parts = append(parts, fmt.Sprintf("%d not a Pod or workload", n))
 		case manifest.SkipNoTemplate:
