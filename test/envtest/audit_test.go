@@ -120,8 +120,8 @@ Pod %[1]s/api [enforce]: allowed
 		var report struct {
 			Objects []struct {
 				Kind, Namespace, Name, Verdict, Source string
-				NamespaceOptedIn                        *bool
-				Grace                                   *struct{ Before, After int64 }
+				NamespaceOptedIn                       *bool
+				Grace                                  *struct{ Before, After int64 }
 			}
 			Summary struct{ Denied, Failed any }
 		}
