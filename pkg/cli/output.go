@@ -319,30 +319,8 @@ var denyReasons = []mutate.Reason{
 	mutate.DenyInvalidAnnotation, mutate.DenyInvalidNamespace, mutate.DenyNotMutated,
 }
 
-// reasonTexts describe each reason code in a line, for SARIF rules; the
-// full contract is in docs/annotations.md.
-var reasonTexts = map[mutate.Reason]string{
-	mutate.ChangePreStop:           "graceguard adds a preStop sleep",
-	mutate.ChangeGrace:             "graceguard raises terminationGracePeriodSeconds to the budget",
-	mutate.ChangeReadiness:         "graceguard adds a readiness probe",
-	mutate.ChangeLiveness:          "graceguard adds a liveness probe",
-	mutate.ChangeBudget:            "graceguard records the budget annotation",
-	mutate.WarnShellForm:           "the container runs through a shell that may not forward SIGTERM",
-	mutate.WarnLivenessIsReadiness: "the liveness probe is the readiness probe: draining would trigger restarts",
-	mutate.WarnNoReadiness:         "a serving container has no readiness probe",
-	mutate.WarnHookUnknownLength:   "a preStop hook of unknown length",
-	mutate.WarnNoProbePort:         "no port to probe: no probe added",
-	mutate.WarnWouldChange:         "enforce mode would change the object",
-	mutate.DenyHookExceedsGrace:    "a preStop hook outlasts the grace period it runs in",
-	mutate.DenyBudgetExceedsGrace:  "the shutdown budget does not fit terminationGracePeriodSeconds",
-	mutate.DenyBudgetOverCap:       "the shutdown budget is over the cluster's cap",
-	mutate.DenyInvalidAnnotation:   "a graceguard annotation does not parse",
-	mutate.DenyInvalidNamespace:    "a graceguard setting of the namespace does not parse",
-	mutate.DenyNotMutated:          "graceguard's mutating webhook did not run for this Pod",
-}
-
 func reasonText(r mutate.Reason) string {
-	if t, ok := reasonTexts[r]; ok {
+	if t := mutate.Describe(r); t != "" {
 		return t
 	}
 	return string(r)

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/graceguard/graceguard/pkg/mutate"
 )
 
 // writeTree writes files (path -> content) under a temporary directory.
@@ -372,5 +374,24 @@ func TestAuditWithoutACluster(t *testing.T) {
 	code, _, stderr = run(t, "", "audit", "-f", "x.yaml")
 	if code != ExitUsage || !strings.Contains(stderr, "unknown shorthand flag: 'f'") {
 		t.Errorf("audit reads a cluster, not files: exit %d, %q", code, stderr)
+	}
+}
+
+// SARIF rules are errors exactly for the reasons docs/annotations.md lists
+// as denials.
+func TestSARIFRuleLevelsFollowTheReasonKinds(t *testing.T) {
+	for _, line := range strings.Split(mutate.ReasonsTable(), "\n")[2:] {
+		f := strings.Split(line, " | ")
+		if len(f) < 3 {
+			continue
+		}
+		r := mutate.Reason(strings.Trim(f[0], "|` "))
+		want := "warning"
+		if f[1] == "denial" {
+			want = "error"
+		}
+		if got := ruleLevel(r); got != want {
+			t.Errorf("%s: level %s, want %s", r, got, want)
+		}
 	}
 }
