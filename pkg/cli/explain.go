@@ -62,11 +62,10 @@ func explain(p *printer, o object) {
 		p.line("%s: error: %v", o.ref(), o.err)
 		return
 	case verdictSkipped:
-		if o.res == nil || !o.res.Mutation.OptedOut {
-			_, why := skipOf(o)
-			p.line("%s: skipped: %s", o.ref(), why)
-			return
-		}
+		// An opted-out Pod is not skipped: its hooks are still checked.
+		_, why := skipOf(o)
+		p.line("%s: skipped: %s", o.ref(), why)
+		return
 	}
 	m, v := o.res.Mutation, o.res.Validation
 	what := o.ref()

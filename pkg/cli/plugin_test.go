@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -392,6 +393,38 @@ func TestSARIFRuleLevelsFollowTheReasonKinds(t *testing.T) {
 		}
 		if got := ruleLevel(r); got != want {
 			t.Errorf("%s: level %s, want %s", r, got, want)
+		}
+	}
+}
+
+// Every command, with and without the namespace flags, on every manifest
+// the tests hold: a verdict for each, never a crash.
+func TestEveryCommandOnEveryFixture(t *testing.T) {
+	var files []string
+	for _, g := range []string{"testdata/*.yaml", "testdata/*.json", "../manifest/testdata/*.yaml", "../mutate/testdata/*.yaml"} {
+		m, _ := filepath.Glob(g)
+		for _, f := range m {
+			if !strings.HasSuffix(f, ".golden.yaml") {
+				files = append(files, f)
+			}
+		}
+	}
+	for _, f := range files {
+		for _, cmd := range []string{"mutate", "check", "explain"} {
+			for _, extra := range [][]string{nil, {"--assume-opted-in", "--mode", "warn"}, {"-o", "json"}, {"-o", "sarif"}} {
+				if cmd != "check" && len(extra) > 0 && extra[0] == "-o" {
+					continue
+				}
+				args := append([]string{cmd, "-f", f}, extra...)
+				code, out, stderr := run(t, "", args...)
+				want := []int{ExitOK, ExitFindings}
+				if strings.HasSuffix(f, "bad.yaml") {
+					want = []int{ExitUsage}
+				}
+				if !slices.Contains(want, code) || (code != ExitUsage && out == "") {
+					t.Errorf("%v: exit %d\n%s%s", args, code, out, stderr)
+				}
+			}
 		}
 	}
 }
