@@ -199,7 +199,7 @@ func workloadOwner(u *unstructured.Unstructured) string {
 		if ref.Controller == nil || !*ref.Controller {
 			continue
 		}
-		if _, _, ok := mutate.LookupWorkload(ref.APIVersion, ref.Kind); ok {
+		if _, _, ok := mutate.LookupWorkloadVersion(ref.APIVersion, ref.Kind); ok {
 			return ref.Kind + " " + ref.Name
 		}
 	}

@@ -134,6 +134,9 @@ func writeCheck(w io.Writer, objs []object, t tally, hint string) error {
 			}
 			p.line("  %s: %s", label, f.Message)
 		}
+		if v.Unlisted > 0 {
+			p.line("  error: %d more violations, not recorded (graceguard keeps the first %d)", v.Unlisted, mutate.MaxRecordedViolations)
+		}
 		if n := legacyNote(o); n != "" {
 			p.line("  note: %s", n)
 		}
@@ -183,7 +186,7 @@ func legacyNote(o object) string {
 	if l == nil {
 		return ""
 	}
-	w, _, _ := mutate.LookupWorkload(o.doc.APIVersion, o.doc.Kind)
+	w, _, _ := mutate.LookupWorkloadVersion(o.doc.APIVersion, o.doc.Kind)
 	return fmt.Sprintf("%s %s is not served since Kubernetes %s: apply it as %s; its Pod template, the same in both, was checked",
 		o.doc.APIVersion, o.doc.Kind, l.RemovedIn, w.GroupVersion())
 }

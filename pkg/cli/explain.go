@@ -153,6 +153,9 @@ func explain(p *printer, o object) {
 		for _, f := range v.Violations {
 			p.line("    %s", f.Err.Error())
 		}
+		if v.Unlisted > 0 {
+			p.line("    %d more violations, not recorded (graceguard keeps the first %d)", v.Unlisted, mutate.MaxRecordedViolations)
+		}
 	}
 }
 

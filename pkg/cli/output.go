@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/graceguard/graceguard/pkg/mutate"
@@ -42,6 +41,9 @@ type jsonObject struct {
 	Budget           string       `json:"budget,omitempty"`
 	Changes          []jsonChange `json:"changes,omitempty"`
 	Findings         []finding    `json:"findings,omitempty"`
+	// UnlistedViolations counts the violations beyond the ones graceguard
+	// records (mutate.MaxRecordedViolations).
+	UnlistedViolations int `json:"unlistedViolations,omitempty"`
 }
 
 type jsonSkip struct {
@@ -112,6 +114,7 @@ func jsonObjectOf(o object) jsonObject {
 		j.Changes = append(j.Changes, jsonChange{c.Reason, c.Path.String(), c.Summary, m.Applied})
 	}
 	j.Findings = findings(o)
+	j.UnlistedViolations = o.res.Validation.Unlisted
 	return j
 }
 
@@ -308,15 +311,10 @@ func artifact(file string) sarifArtifact {
 
 // ruleLevel is a reason's level when the namespace enforces.
 func ruleLevel(r mutate.Reason) string {
-	if slices.Contains(denyReasons, r) {
+	if mutate.KindOf(r) == "denial" {
 		return "error"
 	}
 	return "warning"
-}
-
-var denyReasons = []mutate.Reason{
-	mutate.DenyHookExceedsGrace, mutate.DenyBudgetExceedsGrace, mutate.DenyBudgetOverCap,
-	mutate.DenyInvalidAnnotation, mutate.DenyInvalidNamespace, mutate.DenyNotMutated,
 }
 
 func reasonText(r mutate.Reason) string {

@@ -428,3 +428,20 @@ func TestEveryCommandOnEveryFixture(t *testing.T) {
 		}
 	}
 }
+
+func TestViolationsBeyondWhatTheReportKeepsAreCounted(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("apiVersion: v1\nkind: Pod\nmetadata:\n  name: wide\n  annotations: {graceguard.io/inject: \"false\"}\nspec:\n  containers:\n")
+	for i := range mutate.MaxRecordedViolations + 7 {
+		fmt.Fprintf(&b, "  - {name: c%d, image: x, lifecycle: {preStop: {sleep: {seconds: 40}}}}\n", i)
+	}
+	code, out, _ := run(t, b.String(), "check", "-f", "-")
+	if code != ExitFindings || strings.Count(out, "  error: spec.containers[") != mutate.MaxRecordedViolations ||
+		!strings.Contains(out, "  error: 7 more violations, not recorded (graceguard keeps the first 100)") {
+		t.Errorf("exit %d:\n%s", code, out[max(0, len(out)-600):])
+	}
+	_, out, _ = run(t, b.String(), "check", "-f", "-", "-o", "json")
+	if !strings.Contains(out, `"unlistedViolations": 7`) {
+		t.Errorf("the JSON report must count them")
+	}
+}

@@ -131,14 +131,14 @@ func (d Document) Supported() bool {
 	if d.Kind == "Pod" && d.APIVersion == "v1" {
 		return true
 	}
-	_, _, ok := mutate.LookupWorkload(d.APIVersion, d.Kind)
+	_, _, ok := mutate.LookupWorkloadVersion(d.APIVersion, d.Kind)
 	return ok
 }
 
 // Legacy returns the no longer served API version the document is written
 // with, or nil.
 func (d Document) Legacy() *mutate.LegacyVersion {
-	_, l, _ := mutate.LookupWorkload(d.APIVersion, d.Kind)
+	_, l, _ := mutate.LookupWorkloadVersion(d.APIVersion, d.Kind)
 	return l
 }
 
@@ -203,11 +203,11 @@ func missingTemplate(d Document) string {
 	}
 	ptr := ""
 	if d.Kind != "Pod" {
-		w, _, ok := mutate.LookupWorkload(d.APIVersion, d.Kind)
+		w, _, ok := mutate.LookupWorkloadVersion(d.APIVersion, d.Kind)
 		if !ok {
 			return ""
 		}
-		ptr = w.Template
+		ptr = w.Pointer()
 	}
 	at := func(p string) any {
 		var v any = obj
@@ -241,7 +241,7 @@ func decode(d Document) (mutate.Target, error) {
 		}
 		return mutate.ForPod(&pod), nil
 	}
-	w, _, ok := mutate.LookupWorkload(d.APIVersion, d.Kind)
+	w, _, ok := mutate.LookupWorkloadVersion(d.APIVersion, d.Kind)
 	if !ok {
 		return mutate.Target{}, fmt.Errorf("%s: unsupported kind %s %s: want v1 Pod or one of %v", d.Source, d.APIVersion, d.Kind, mutate.WorkloadKinds)
 	}

@@ -66,6 +66,15 @@ func (t Target) containers() []container {
 	return out
 }
 
+// regularContainers lists the regular containers, in order.
+func (t Target) regularContainers() []container {
+	out := make([]container, len(t.Spec.Containers))
+	for i := range t.Spec.Containers {
+		out[i] = container{&t.Spec.Containers[i], t.SpecPath.Child("containers").Index(i), t.specPointer() + "/containers/" + strconv.Itoa(i), false}
+	}
+	return out
+}
+
 func isSidecar(c *corev1.Container) bool {
 	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
 }

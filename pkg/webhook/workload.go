@@ -1,12 +1,12 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -14,8 +14,8 @@ import (
 )
 
 // WorkloadValidator is the validating webhook for the Pod templates of the
-// workloads mutate.Workloads marks Reviewed (Deployments, StatefulSets,
-// DaemonSets, ReplicaSets, Jobs and CronJobs).
+// kinds mutate.Workloads marks Reviewed: Deployments, StatefulSets,
+// DaemonSets, ReplicaSets, Jobs and CronJobs.
 // It checks each template as its Pods will be after mutation, so a
 // template whose Pods would be refused is refused at `kubectl apply` time,
 // not later as a FailedCreate event on a ReplicaSet. It never patches.
@@ -29,10 +29,13 @@ func NewWorkloadValidator(c Config) *WorkloadValidator {
 // Handle answers one review: CREATE and UPDATE are validated, anything
 // else passes.
 func (h *WorkloadValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.UID == "" {
+		return h.invalid(ctx, req, errNoRequest)
+	}
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return h.pass(mutate.SkipNotApplicable)
 	}
-	t, err := h.decodeWorkload(req, req.Object, "object")
+	w, err := h.decodeWorkload(req, req.Object, "object")
 	if err != nil {
 		return h.invalid(ctx, req, err)
 	}
@@ -48,34 +51,57 @@ func (h *WorkloadValidator) Handle(ctx context.Context, req admission.Request) a
 		// the namespace's defaults changed) would block unrelated and
 		// often urgent changes like scaling during an incident. The Pods
 		// it creates still meet both Pod webhooks.
-		if equality.Semantic.DeepEqual(*old.Meta, *t.Meta) && equality.Semantic.DeepEqual(*old.Spec, *t.Spec) {
+		if bytes.Equal(old.raw, w.raw) {
 			return h.pass(mutate.SkipNotApplicable)
 		}
 	}
-	ns, err := h.namespace(ctx, t.Namespace)
+	ns, err := h.namespace(ctx, w.target.Namespace)
+	if ctx.Err() != nil {
+		return h.expired(ctx)
+	}
 	if err != nil {
 		return h.unavailable(ctx, err, false)
 	}
-	return h.respond(ctx, mutate.Validate(t, ns, h.Options))
+	return h.respond(ctx, mutate.Validate(w.target, ns, h.Options))
 }
 
 // decodeWorkload decodes the review's object (or oldObject) and targets
-// its Pod template.
-func (c *core) decodeWorkload(req admission.Request, raw runtime.RawExtension, what string) (mutate.Target, error) {
-	w, ok := mutate.LookupWorkloadKind(req.Kind.Group, req.Kind.Kind)
-	if !ok || !w.Reviewed || req.Kind.Version != w.Version {
-		return mutate.Target{}, fmt.Errorf("unsupported kind %s: %s reviews %s",
-			kindName(req.Kind), c.name, mutate.ReviewedWorkloads())
+// its Pod template. The request's namespace is the authority.
+func (c *core) decodeWorkload(req admission.Request, raw runtime.RawExtension, what string) (leanWorkload, error) {
+	w, ok := mutate.LookupWorkload(req.Kind.Kind)
+	if !ok || !w.Reviewed || w.Group != req.Kind.Group {
+		return leanWorkload{}, fmt.Errorf("unsupported kind %s: %s reviews %s", kindName(req.Kind), c.name, workloadList())
 	}
-	obj := w.New()
 	if len(raw.Raw) == 0 {
-		return mutate.Target{}, fmt.Errorf("decoding %s: the review has no %s", req.Kind.Kind, what)
+		return leanWorkload{}, fmt.Errorf("decoding %s: the review has no %s", req.Kind.Kind, what)
 	}
-	if err := c.decoder.DecodeRaw(raw, obj); err != nil {
-		return mutate.Target{}, fmt.Errorf("decoding %s %s: %w", req.Kind.Kind, what, err)
+	lw, err := decodeAdmissionWorkload(w, raw.Raw)
+	if err != nil {
+		return leanWorkload{}, fmt.Errorf("decoding %s %s: %w", req.Kind.Kind, what, err)
 	}
-	if m, err := meta.Accessor(obj); err == nil && req.Namespace != "" {
-		m.SetNamespace(req.Namespace)
+	if req.Namespace != "" {
+		lw.target.Namespace = req.Namespace
 	}
-	return mutate.ForWorkload(obj)
+	return lw, nil
+}
+
+// workloadList names the workload kinds by group for messages:
+// "apps/v1 Deployment, StatefulSet, DaemonSet, ReplicaSet and batch/v1 Job, CronJob".
+func workloadList() string {
+	var groups []string
+	byGroup := map[string][]string{}
+	for _, w := range mutate.Workloads {
+		if !w.Reviewed {
+			continue
+		}
+		if _, ok := byGroup[w.Group]; !ok {
+			groups = append(groups, w.Group)
+		}
+		byGroup[w.Group] = append(byGroup[w.Group], w.Kind)
+	}
+	parts := make([]string, len(groups))
+	for i, g := range groups {
+		parts[i] = g + "/v1 " + strings.Join(byGroup[g], ", ")
+	}
+	return strings.Join(parts, " and ")
 }

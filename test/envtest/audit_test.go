@@ -89,7 +89,6 @@ var _ = Describe("kubectl graceguard audit", Ordered, func() {
 		Expect(stderr).To(Equal(""))
 		Expect(stdout).To(Equal(fmt.Sprintf(`Deployment %[1]s/legacy [enforce]: DENIED (namespace %[1]s not opted in: as if it were)
   error: spec.template.metadata.annotations[graceguard.io/max-work]: Invalid value: "2 minutes": not a duration; want a Go duration (30s, 1m30s, 1500ms) or whole seconds (30), from 0 to 1h
-  error: spec.template.spec.containers[0].lifecycle.preStop: Invalid value: "exec sleep 40": must be shorter than terminationGracePeriodSeconds (30s): the hook runs inside it and is killed at 30s (exit 137); shorten the hook or raise terminationGracePeriodSeconds
 ReplicaSet %[1]s/legacy-5d8f7: skipped: its Pod template is its controller's, Deployment legacy, audited there [owned-by-workload]
 ReplicationController %[1]s/nginx [enforce]: allowed (2 changes; namespace %[1]s not opted in: as if it were)
   warning: spec.template.spec.containers[0].readinessProbe: serving container has none; set graceguard.io/readiness-path
@@ -151,7 +150,7 @@ Pod %[1]s/api [enforce]: allowed
 		code, stdout, _ = audit(ctx, "-n", out, "--mode", "warn", "--fail-on", "warning", "-o", "sarif")
 		Expect(code).To(Equal(cli.ExitFindings), "warn mode denies nothing, but what enforce would do is a warning")
 		Expect(stdout).To(ContainSubstring(`"fullyQualifiedName": "Deployment/` + out + `/legacy"`))
-		Expect(stdout).To(ContainSubstring(`"text": "Deployment ` + out + `/legacy: enforce would deny: spec.template.spec.containers[0].lifecycle.preStop`))
+		Expect(stdout).To(ContainSubstring(`"text": "Deployment ` + out + `/legacy: enforce would deny: spec.template.metadata.annotations[graceguard.io/max-work]: Invalid value: \"2 minutes\"`))
 		Expect(stdout).NotTo(ContainSubstring("physicalLocation"), "objects from a cluster have no file")
 	})
 
