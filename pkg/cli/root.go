@@ -83,8 +83,8 @@ func (e runtimeError) Unwrap() error { return e.err }
 func newRoot(in io.Reader, out, errOut io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "kubectl-graceguard",
-		Short: "Run graceguard's admission decisions on manifests, offline",
-		Long: `Run graceguard's admission decisions on manifests, offline.
+		Short: "Run graceguard's admission decisions on manifests or a cluster, without the webhook",
+		Long: `Run graceguard's admission decisions on manifests or a cluster, without the webhook.
 
 graceguard writes preStop sleeps, probes and terminationGracePeriodSeconds
 from a shutdown budget:
