@@ -28,9 +28,9 @@ type Timeline struct {
 	// Grace is the Pod's terminationGracePeriodSeconds.
 	Grace int64
 
-	SIGTERM  time.Duration // when the container receives SIGTERM
-	Drained  time.Duration // when the longest admitted work is done
-	Exited   time.Duration // when cleanup is done and the process exits
+	SIGTERM time.Duration // when the container receives SIGTERM
+	Drained time.Duration // when the longest admitted work is done
+	Exited  time.Duration // when cleanup is done and the process exits
 	// ProxyExited is when the Pod's mesh proxy exits: Exited plus the
 	// budget's Proxy term (Exited itself without a proxy).
 	ProxyExited time.Duration

@@ -574,7 +574,7 @@ func (plan meshPlan) skipProbes(p paths, r *Report) bool {
 		return false
 	}
 	r.warn(WarnMeshProbes, p.pod.Key(AnnotationReadinessPath), "",
-		"Istio Pod: no probes added (Istio rewrites them at injection); declare them")
+		"not added: Istio rewrites probes")
 	return true
 }
 

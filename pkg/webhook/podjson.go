@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/graceguard/graceguard/pkg/mutate"
 )
 
 // admissionPod is the part of a Pod that pkg/mutate reads. Decoding only it
@@ -22,6 +24,7 @@ type admissionPod struct {
 		Name         string            `json:"name"`
 		GenerateName string            `json:"generateName"`
 		Namespace    string            `json:"namespace"`
+		Labels       map[string]string `json:"labels"`
 		Annotations  map[string]string `json:"annotations"`
 	} `json:"metadata"`
 	Spec struct {
@@ -44,11 +47,20 @@ type admissionContainer struct {
 	LivenessProbe  *corev1.Probe                  `json:"livenessProbe"`
 	StartupProbe   *corev1.Probe                  `json:"startupProbe"`
 	RestartPolicy  *corev1.ContainerRestartPolicy `json:"restartPolicy"`
+	// Env is kept raw and read only for Istio's proxy, whose environment
+	// says how long it drains (pkg/mutate/mesh.go): env is most of a big
+	// Pod's bytes, and no other container's is needed.
+	Env jsontext.Value `json:"env"`
 }
 
 func (c admissionContainer) container() corev1.Container {
-	return corev1.Container{Name: c.Name, Command: c.Command, Args: c.Args, Ports: c.Ports, Lifecycle: c.Lifecycle,
+	out := corev1.Container{Name: c.Name, Command: c.Command, Args: c.Args, Ports: c.Ports, Lifecycle: c.Lifecycle,
 		ReadinessProbe: c.ReadinessProbe, LivenessProbe: c.LivenessProbe, StartupProbe: c.StartupProbe, RestartPolicy: c.RestartPolicy}
+	if c.Name == mutate.ContainerIstioProxy && len(c.Env) > 0 {
+		// A malformed env would have failed the whole decode already.
+		_ = jsonv2.Unmarshal(c.Env, &out.Env, decodeOptions)
+	}
+	return out
 }
 
 // decodeOptions make encoding/json/v2 (go-json-experiment/json, the
@@ -75,6 +87,7 @@ func decodeAdmissionPod(raw runtime.RawExtension) (*corev1.Pod, error) {
 	}
 	pod := &corev1.Pod{TypeMeta: a.TypeMeta}
 	pod.Name, pod.GenerateName, pod.Namespace, pod.Annotations = a.Metadata.Name, a.Metadata.GenerateName, a.Metadata.Namespace, a.Metadata.Annotations
+	pod.Labels = a.Metadata.Labels
 	pod.Spec.TerminationGracePeriodSeconds = a.Spec.TerminationGracePeriodSeconds
 	if n := len(a.Spec.Containers); n > 0 {
 		pod.Spec.Containers = make([]corev1.Container, n)
