@@ -92,7 +92,7 @@ func explain(p *printer, o object) {
 		} else {
 			p.line("  timeline of deletion")
 		}
-		for _, l := range chart(tl) {
+		for _, l := range chart(tl, m.Ceilings) {
 			p.line("    %s", l)
 		}
 		for _, l := range events(tl) {
@@ -130,6 +130,9 @@ func writeBudget(p *printer, o object) {
 	var lines []line
 	for _, t := range budget.Terms {
 		lines = append(lines, line{string(t), budget.Format(m.Budget.Get(t)), source(o, t)})
+		if _, ok := m.Sources[t].ProfileName(); ok && m.Profile != nil {
+			lines = append(lines, line{"", "", basisWord(m.Profile.Basis) + ": " + m.Profile.Source})
+		}
 	}
 	need := m.Budget.Grace()
 	fit := budget.Check(m.Budget, m.Grace, 0)
@@ -140,8 +143,41 @@ func writeBudget(p *printer, o object) {
 	case m.Grace > need:
 		note += fmt.Sprintf(", %ds to spare", m.Grace-need)
 	}
+	if m.Budget.Proxy > 0 || m.Mesh != nil {
+		// The Proxy term sits between cleanup and margin, as it is spent.
+		last := lines[len(lines)-1]
+		notes := proxyNote(m)
+		lines = append(lines[:len(lines)-1], line{"proxy", budget.Format(m.Budget.Proxy), notes[0]})
+		for _, n := range notes[1:] {
+			lines = append(lines, line{"", "", n})
+		}
+		lines = append(lines, last)
+	}
+	if m.GraceFloor > 0 {
+		lines = append(lines, line{"floor", fmt.Sprintf("%ds", m.GraceFloor),
+			fmt.Sprintf("grace floor of routing profile %s (%s)", m.Profile.Name, m.Profile.Source)})
+		need = max(need, m.GraceFloor)
+		fit.Need = need
+		note = fmt.Sprintf("of grace %ds: fits", m.Grace)
+		switch {
+		case !fit.Fits():
+			note = fmt.Sprintf("of grace %ds: DOES NOT FIT, %ds short", m.Grace, need-m.Grace)
+		case m.Grace > need:
+			note += fmt.Sprintf(", %ds to spare", m.Grace-need)
+		}
+	}
 	lines = append(lines, line{"needs", fmt.Sprintf("%ds", need), note})
 	lines = append(lines, line{"preStop", hookValue(m), hookNote(m)})
+	for _, c := range m.Ceilings {
+		verdict := "holds the budget"
+		if c.Exceeded(need) {
+			verdict = "CUTS THE BUDGET SHORT"
+			if c.Deny {
+				verdict += " (denied)"
+			}
+		}
+		lines = append(lines, line{"ceiling", budget.Format(c.Limit), fmt.Sprintf("%s (%s): %s", c.Event, c.Flag, verdict)})
+	}
 
 	nameW, valW := 0, 0
 	for _, l := range lines {
@@ -171,7 +207,58 @@ func source(o object, t budget.Term) string {
 	case mutate.FromHook:
 		return "the preStop hook, longer than the routing delay"
 	}
+	if name, ok := o.res.Mutation.Sources[t].ProfileName(); ok && o.res.Mutation.Profile != nil {
+		pr := o.res.Mutation.Profile
+		where := "Pod annotation " + mutate.AnnotationRoutingProfile
+		switch pr.From {
+		case mutate.FromNamespace:
+			where = "namespace " + o.ns + " annotation " + mutate.AnnotationRoutingProfile
+		case mutate.FromCluster:
+			where = "cluster default --default-routing-profile"
+		case mutate.FromPod:
+			if o.template() {
+				where = "Pod template annotation " + mutate.AnnotationRoutingProfile
+			}
+		}
+		return fmt.Sprintf("routing profile %s (%s)", name, where)
+	}
 	return ""
+}
+
+// basisWord says what kind of number a profile's is, for people.
+func basisWord(b string) string {
+	switch b {
+	case budget.BasisMeasurement:
+		return "measured"
+	case budget.BasisRecommendation:
+		return "recommended, not measured"
+	case budget.BasisDerived:
+		return "derived from defaults, not measured"
+	}
+	return "set by the cluster's operators"
+}
+
+// proxyNote says what the mesh proxy adds to the budget and why, in lines.
+func proxyNote(m *mutate.Report) []string {
+	mr := m.Mesh
+	if mr == nil {
+		return []string{""}
+	}
+	who := string(mr.Mesh) + " proxy (to be injected)"
+	if mr.Proxy != "" {
+		who = mr.Proxy
+		if mr.Native {
+			who += ", native sidecar"
+		}
+	}
+	if mr.Native || (mr.Proxy == "" && mr.Mesh == mutate.MeshIstio) {
+		return []string{who + ":", mr.ExitWhy}
+	}
+	wait := "waits " + budget.Format(mr.Wait)
+	if !mr.WaitKnown {
+		wait = "waits at least " + budget.Format(mr.Wait)
+	}
+	return []string{fmt.Sprintf("%s %s before its SIGTERM (the app is done at %ds),", who, wait, mr.NeedWait), "then " + mr.ExitWhy}
 }
 
 // unknownHook reports whether a treated container has a preStop hook whose

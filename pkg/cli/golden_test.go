@@ -32,6 +32,14 @@ func TestGolden(t *testing.T) {
 		{"explain-namespace-in-input", []string{"explain", "-f", "testdata/explain-namespace-in-input.yaml"}, ""},
 		{"check-namespace-in-input", []string{"check", "-f", "testdata/explain-namespace-in-input.yaml"}, ""},
 		{"explain-opted-out-and-skipped", []string{"explain", "-f", "testdata/check.yaml", "--mode", "warn"}, ""},
+		{"explain-routing-profiles", []string{"explain", "-f", "testdata/explain-profile.yaml"}, ""},
+		{"explain-operator-profile", []string{"explain", "-f", "testdata/explain-default.yaml", "--routing-profile", "corp-lb=45s,grace-floor=90s", "--default-routing-profile", "corp-lb"}, ""},
+		{"explain-istio-classic", []string{"explain", "-f", "../mutate/testdata/pod-istio-drain-30s-injected.yaml"}, ""},
+		{"explain-linkerd-before-injection", []string{"explain", "-f", "testdata/explain-linkerd.yaml"}, ""},
+		{"explain-linkerd-injected", []string{"explain", "-f", "../mutate/testdata/pod-linkerd-longer-wait-injected.yaml"}, ""},
+		{"explain-platform-ceilings", []string{"explain", "-f", "testdata/explain-raise.yaml", "--karpenter-termination-grace-period=40s",
+			"--node-shutdown-grace-period=30s", "--node-shutdown-grace-period-critical-pods=15s"}, ""},
+		{"check-ceiling-deny", []string{"check", "-f", "testdata/explain-raise.yaml", "--karpenter-termination-grace-period=40s", "--karpenter-ceiling-action=deny"}, ""},
 	}
 	update := os.Getenv("UPDATE_GOLDEN") != ""
 	for _, tt := range tests {
