@@ -66,12 +66,16 @@ var meshCases = []meshCase{
 		podAnn: map[string]string{mutate.AnnotationRoutingProfile: "aws-nlb-ip"}},
 }
 
+// nsName is the case's namespace: one per mesh, so that golden inputs
+// sharing a namespace agree on it (test/envtest creates each once).
+func (mc meshCase) nsName() string { return string(mc.injector.Mesh) + "-shop" }
+
 func (mc meshCase) pod() *corev1.Pod {
 	// The API server defaults the grace to 30 before any webhook.
 	grace := int64(30)
 	return &corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", Labels: mergeMaps(map[string]string{"app": "web"}, mc.podLabels), Annotations: mc.podAnn},
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: mc.nsName(), Labels: mergeMaps(map[string]string{"app": "web"}, mc.podLabels), Annotations: mc.podAnn},
 		Spec: corev1.PodSpec{TerminationGracePeriodSeconds: &grace, Containers: []corev1.Container{{
 			Name: "app", Image: "registry.local/web:1",
 			Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
@@ -110,7 +114,7 @@ type orderGolden struct {
 func TestMeshInjectionOrder(t *testing.T) {
 	for _, mc := range meshCases {
 		t.Run(mc.name, func(t *testing.T) {
-			ns := mutate.Namespace{Name: "shop", Labels: mc.nsLabels, Annotations: mc.nsAnn}
+			ns := mutate.Namespace{Name: mc.nsName(), Labels: mc.nsLabels, Annotations: mc.nsAnn}
 			pod := mc.pod()
 
 			// Graceguard first, then the injector, then graceguard again.
@@ -204,7 +208,7 @@ func checkInjectedInput(t *testing.T, mc meshCase, injected *corev1.Pod) {
 		t.Fatal(err)
 	}
 	want := "# " + mc.what + " (as the injector leaves it, before graceguard: written by TestMeshInjectionOrder from internal/meshtest)\n" +
-		"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n" + nsLabels + nsAnn + "---\n" + string(podYAML)
+		"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + mc.nsName() + "\n" + nsLabels + nsAnn + "---\n" + string(podYAML)
 	if os.Getenv("UPDATE_GOLDEN") != "" {
 		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
 			t.Fatal(err)
@@ -285,7 +289,7 @@ func FuzzMeshOrder(f *testing.F) {
 				mc.podAnn[k] = v
 			}
 		}
-		ns := mutate.Namespace{Name: "shop", Labels: mc.nsLabels, Annotations: mc.nsAnn}
+		ns := mutate.Namespace{Name: mc.nsName(), Labels: mc.nsLabels, Annotations: mc.nsAnn}
 		pod := mc.pod()
 		// The API server keeps only valid UTF-8; so must the comparison.
 		pod = roundTrip(t, pod)
