@@ -3,6 +3,8 @@ package mutate
 import (
 	"fmt"
 	"strings"
+
+	"github.com/graceguard/graceguard/pkg/budget"
 )
 
 // reasonDocs explains each reason for people; the table in
@@ -50,6 +52,21 @@ func ReasonsTable() string {
 	for _, r := range AllReasons {
 		d := reasonDocs[r]
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", r, d.kind, d.text)
+	}
+	return b.String()
+}
+
+// ProfilesTable renders the built-in routing profiles as a Markdown table
+// for docs/routing-profiles.md, so the page and the code never disagree.
+func ProfilesTable() string {
+	var b strings.Builder
+	b.WriteString("| profile | routing delay (preStop sleep) | grace floor | basis | in short |\n|---|---|---|---|---|\n")
+	for _, p := range budget.BuiltinProfiles() {
+		floor := "none"
+		if p.GraceFloor > 0 {
+			floor = fmt.Sprintf("%ds", budget.CeilSeconds(p.GraceFloor))
+		}
+		fmt.Fprintf(&b, "| `%s` | %ds | %s | %s | %s |\n", p.Name, budget.CeilSeconds(p.Routing), floor, p.Basis, p.Source)
 	}
 	return b.String()
 }
