@@ -267,13 +267,28 @@ type proxyRef struct {
 }
 
 // findProxy finds the mesh proxy container, if the Pod has been injected.
+// It looks at names only and builds the paths of the one it finds: a Pod
+// may have thousands of containers (the webhook's allocation bounds).
 func findProxy(t Target) (proxyRef, bool) {
-	for _, c := range t.containers() {
-		switch c.c.Name {
+	meshOf := func(name string) Mesh {
+		switch name {
 		case ContainerIstioProxy:
-			return proxyRef{MeshIstio, c, c.sidecar}, true
+			return MeshIstio
 		case ContainerLinkerdProxy:
-			return proxyRef{MeshLinkerd, c, c.sidecar}, true
+			return MeshLinkerd
+		}
+		return ""
+	}
+	for i := range t.Spec.InitContainers {
+		c := &t.Spec.InitContainers[i]
+		if m := meshOf(c.Name); m != "" && isSidecar(c) {
+			return proxyRef{m, container{c, t.SpecPath.Child("initContainers").Index(i), t.specPointer() + "/initContainers/" + strconv.Itoa(i), true}, true}, true
+		}
+	}
+	for i := range t.Spec.Containers {
+		c := &t.Spec.Containers[i]
+		if m := meshOf(c.Name); m != "" {
+			return proxyRef{m, container{c, t.SpecPath.Child("containers").Index(i), t.specPointer() + "/containers/" + strconv.Itoa(i), false}, false}, true
 		}
 	}
 	return proxyRef{}, false

@@ -30,7 +30,7 @@ var reasonDocs = map[Reason]struct{ kind, text string }{
 	DenyHookExceedsGrace:    {"denial", "A preStop hook lasts as long as or longer than the grace period it runs in (the Pod's, or a liveness/startup probe's): the kubelet would kill it."},
 	DenyBudgetExceedsGrace:  {"denial", "routing + work + cleanup (+ mesh proxy) + margin, or the routing profile's grace floor, is more than `terminationGracePeriodSeconds`."},
 	DenyBudgetOverCap:       {"denial", "The budget (or its routing profile's grace floor) needs more grace than `--max-grace-period` (default 10m, the cluster autoscaler's cap)."},
-	DenyInvalidAnnotation:   {"denial", "A `graceguard.io/*` annotation on the Pod (or template) does not parse, is negative, over 1h, names no container, or names an unknown routing profile."},
+	DenyInvalidAnnotation:   {"denial", "A `graceguard.io/*` annotation on the Pod (or template) does not parse, is negative, over 1h, longer than 4096 bytes, names no container, or names an unknown routing profile."},
 	DenyInvalidNamespace:    {"denial", "A `graceguard.io/*` label or annotation on the namespace does not parse or names an unknown routing profile."},
 	ChangeProxyWait:         {"change", "A classic mesh proxy sidecar (`istio-proxy`, `linkerd-proxy`) got a preStop wait as long as the app's whole shutdown (routing + work + cleanup), so it exits after the app; for Linkerd in the injector's own `/bin/sleep N` shape (docs/meshes.md)."},
 	ChangeMeshAnnotation:    {"change", "`config.alpha.linkerd.io/proxy-wait-before-exit-seconds` was set to the app's whole shutdown, so Linkerd's injector gives its proxy that wait."},
@@ -40,6 +40,7 @@ var reasonDocs = map[Reason]struct{ kind, text string }{
 	DenyInvalidMeshSetting:  {"denial", "A mesh setting graceguard relies on does not parse as the mesh reads it (`proxy.istio.io/config`, Linkerd's `config.*` annotations)."},
 	DenyOverCeiling:         {"denial", "The budget needs more grace than a platform ceiling configured to deny grants (`--karpenter-ceiling-action=deny`, `--node-shutdown-ceiling-action=deny`)."},
 	DenyNotMutated:          {"denial", "Enforce mode, and a treated container lacks the preStop sleep graceguard adds: the mutating webhook did not run (its `Ignore` failure policy during an outage). The controller's retry is mutated."},
+	DenyTooManyContainers:   {"denial", "More than 32 containers to treat in one Pod (the bound that keeps every answer small): name the ones that serve traffic in `graceguard.io/containers`, or opt the Pod out."},
 }
 
 // Describe explains a reason in one sentence.

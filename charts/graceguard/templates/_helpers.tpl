@@ -41,8 +41,6 @@ The label that marks graceguard's own Pods; the Pod webhooks' objectSelector
 excludes it. A graceguard.io key, so no user workload carries it by accident
 (app.kubernetes.io/name=graceguard could be anyone's).
 */}}
-{{- define "graceguard.selfLabelKey" -}}graceguard.io/component{{- end -}}
-{{- define "graceguard.selfLabelValue" -}}webhook-server{{- end -}}
 
 {{- define "graceguard.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
@@ -178,18 +176,6 @@ graceguard.checkRange: fails unless min <= duration <= max (seconds). Usage:
 {{- end -}}
 
 {{/*
-The Pod webhooks skip graceguard's own Pods by label (belt and braces: its
-namespace is excluded already). NotIn also matches Pods without the label.
-*/}}
-{{- define "graceguard.podObjectSelector" -}}
-objectSelector:
-  matchExpressions:
-    - key: {{ include "graceguard.selfLabelKey" . }}
-      operator: NotIn
-      values: [{{ include "graceguard.selfLabelValue" . | quote }}]
-{{- end -}}
-
-{{/*
 Mirror Pods (static Pods as the API server shows them) belong to the kubelet,
 which ignores changes to them; objectSelector cannot test annotations, CEL can.
 */}}
@@ -213,4 +199,13 @@ aws-alb-ip: {routingDelay: 1m, graceFloor: 0}
 aws-nlb-ip: {routingDelay: 2m, graceFloor: 0}
 gke-neg: {routingDelay: 1m, graceFloor: 1m}
 azure-agic: {routingDelay: 1m30s, graceFloor: 1m41s}
+{{- end -}}
+
+{{/*
+The longest timeoutSeconds of the three webhooks, in seconds: the webhook's
+--webhook-timeout.
+*/}}
+{{- define "graceguard.webhookTimeout" -}}
+{{- $h := .Values.webhooks -}}
+{{- max (int $h.mutatePods.timeoutSeconds) (int $h.validatePods.timeoutSeconds) (int $h.validateWorkloads.timeoutSeconds) -}}
 {{- end -}}
