@@ -20,10 +20,14 @@ func newExplainCmd() *cobra.Command {
 		Long: `Show each Pod's (or Pod template's) shutdown budget and its deletion timeline.
 
 For each Pod or workload: every budget term, its value and where it came from
-(Pod annotation, namespace annotation or cluster default), the grace period
-before and after, what graceguard changes, and a chart of what the kubelet does
-when the Pod is deleted: endpoints withdrawn and preStop from t=0, SIGTERM,
-drain of admitted work, cleanup, the safety margin and the SIGKILL deadline.
+(Pod annotation, namespace annotation, routing profile with its source, or
+cluster default), what a mesh proxy sidecar adds, a routing profile's grace
+floor, the platform ceilings (--karpenter-termination-grace-period,
+--node-shutdown-grace-period), the grace period before and after, what
+graceguard changes, and a chart of what the kubelet does when the Pod is
+deleted: endpoints withdrawn and preStop from t=0, SIGTERM, drain of admitted
+work, cleanup, the mesh proxy, the safety margin, the SIGKILL deadline and
+each ceiling's.
 In warn mode the chart shows the Pod as enforce mode would leave it.`,
 		Example: `  kubectl graceguard explain -f deploy.yaml
   kubectl graceguard explain -f pod.yaml --namespace-annotations graceguard.io/max-work=1m`,
