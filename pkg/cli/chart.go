@@ -21,6 +21,9 @@ const (
 	markRun    = '='
 	markKilled = 'x'
 	markKill   = '|'
+	// A platform ceiling: the time it grants, and its SIGKILL.
+	markCeiling     = '-'
+	markCeilingKill = '!'
 )
 
 // row is one phase of the deletion drawn on the chart.
@@ -32,13 +35,15 @@ type row struct {
 	// drawn as killed.
 	cutAt time.Duration
 	note  string
+	// ceiling rows show a platform's own SIGKILL, not a phase.
+	ceiling bool
 }
 
 // chart draws the timeline as a Gantt chart, one row per phase, on a time
 // axis from deletion to the later of the SIGKILL deadline and the end of
 // the margin. Phases cut short are drawn with x and say so at the right.
-func chart(tl budget.Timeline) []string {
-	span := max(tl.Deadline, tl.Exited+tl.Budget.Margin)
+func chart(tl budget.Timeline, ceilings []budget.Ceiling) []string {
+	span := max(tl.Deadline, tl.ProxyExited+tl.Budget.Margin)
 	if span <= 0 {
 		return []string{"(nothing to draw: no budget and no grace period)"}
 	}
@@ -53,6 +58,14 @@ func chart(tl budget.Timeline) []string {
 	}
 
 	rows := phases(tl, span)
+	for _, c := range ceilings {
+		// The notes stay short: the budget lines above say the rest.
+		r := row{name: "ceiling", length: c.Limit, from: 0, to: min(c.Limit, span), ceiling: true, note: c.Name + " SIGKILL"}
+		if c.Limit >= span {
+			r.note = c.Name + ": off chart"
+		}
+		rows = append(rows, r)
+	}
 	nameW, lenW := 0, 0
 	for _, r := range rows {
 		nameW = max(nameW, len(r.name))
@@ -81,6 +94,12 @@ func chart(tl budget.Timeline) []string {
 			if c >= stop {
 				cells[c] = markKilled
 			}
+			if r.ceiling {
+				cells[c] = markCeiling
+			}
+		}
+		if r.ceiling && r.to < span {
+			cells[min(b, chartWidth)] = markCeilingKill
 		}
 		if cells[dcol] == ' ' {
 			cells[dcol] = markKill
@@ -116,6 +135,9 @@ func phases(tl budget.Timeline, span time.Duration) []row {
 		row{name: "drain", length: b.Work, from: start, to: tl.Drained},
 		row{name: "cleanup", length: b.Cleanup, from: tl.Drained, to: tl.Exited},
 	)
+	if tl.ProxyExited > tl.Exited {
+		rows = append(rows, row{name: "proxy", length: tl.ProxyExited - tl.Exited, from: tl.Exited, to: tl.ProxyExited, note: "mesh proxy"})
+	}
 	killed := false
 	for i := range rows {
 		r := &rows[i]
@@ -125,7 +147,7 @@ func phases(tl budget.Timeline, span time.Duration) []row {
 			break
 		}
 	}
-	margin := row{name: "margin", length: b.Margin, from: tl.Exited, to: tl.Exited + b.Margin}
+	margin := row{name: "margin", length: b.Margin, from: tl.ProxyExited, to: tl.ProxyExited + b.Margin}
 	if !killed && margin.to > tl.Deadline {
 		margin.note = "short by " + budget.Format(margin.to-tl.Deadline)
 	}
@@ -241,15 +263,26 @@ func verdict(tl budget.Timeline) string {
 			s += fmt.Sprintf(", %s before the process would exit", at(tl.Exited-tl.Deadline))
 		}
 		return s + "."
+	case tl.Slack() < 0 && tl.Exited <= tl.Deadline:
+		return fmt.Sprintf("DOES NOT FIT: the app exits at %s but SIGKILL at %s comes %s before its mesh proxy is done at %s.",
+			at(tl.Exited), at(tl.Deadline), at(-tl.Slack()), at(tl.ProxyExited))
 	case tl.Slack() < 0:
 		return fmt.Sprintf("DOES NOT FIT: SIGKILL at %s comes %s before the process would exit at %s; admitted work or cleanup is cut.",
-			at(tl.Deadline), at(-tl.Slack()), at(tl.Exited))
+			at(tl.Deadline), at(tl.Exited-tl.Deadline), at(tl.Exited))
 	case !tl.Fits():
-		return fmt.Sprintf("DOES NOT FIT: the process exits at %s, only %s before SIGKILL at %s; the budget keeps a %s margin.",
-			at(tl.Exited), at(tl.Slack()), at(tl.Deadline), at(tl.Budget.Margin))
+		return fmt.Sprintf("DOES NOT FIT: the %s at %s, only %s before SIGKILL at %s; the budget keeps a %s margin.",
+			exits(tl), at(tl.ProxyExited), at(tl.Slack()), at(tl.Deadline), at(tl.Budget.Margin))
 	}
-	return fmt.Sprintf("fits: the process exits at %s, %s before SIGKILL at %s (margin %s).",
-		at(tl.Exited), at(tl.Slack()), at(tl.Deadline), at(tl.Budget.Margin))
+	return fmt.Sprintf("fits: the %s at %s, %s before SIGKILL at %s (margin %s).",
+		exits(tl), at(tl.ProxyExited), at(tl.Slack()), at(tl.Deadline), at(tl.Budget.Margin))
+}
+
+// exits names what exits last: the process, or its mesh proxy after it.
+func exits(tl budget.Timeline) string {
+	if tl.ProxyExited > tl.Exited {
+		return "process exits at " + budget.Format(tl.Exited) + " and its mesh proxy"
+	}
+	return "process exits"
 }
 
 // wrap breaks prose into lines of at most width columns (a word longer than

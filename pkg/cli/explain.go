@@ -20,10 +20,14 @@ func newExplainCmd() *cobra.Command {
 		Long: `Show each Pod's (or Pod template's) shutdown budget and its deletion timeline.
 
 For each Pod or workload: every budget term, its value and where it came from
-(Pod annotation, namespace annotation or cluster default), the grace period
-before and after, what graceguard changes, and a chart of what the kubelet does
-when the Pod is deleted: endpoints withdrawn and preStop from t=0, SIGTERM,
-drain of admitted work, cleanup, the safety margin and the SIGKILL deadline.
+(Pod annotation, namespace annotation, routing profile with its source, or
+cluster default), what a mesh proxy sidecar adds, a routing profile's grace
+floor, the platform ceilings (--karpenter-termination-grace-period,
+--node-shutdown-grace-period), the grace period before and after, what
+graceguard changes, and a chart of what the kubelet does when the Pod is
+deleted: endpoints withdrawn and preStop from t=0, SIGTERM, drain of admitted
+work, cleanup, the mesh proxy, the safety margin, the SIGKILL deadline and
+each ceiling's.
 In warn mode the chart shows the Pod as enforce mode would leave it.`,
 		Example: `  kubectl graceguard explain -f deploy.yaml
   kubectl graceguard explain -f pod.yaml --namespace-annotations graceguard.io/max-work=1m`,
@@ -113,7 +117,7 @@ func explain(p *printer, o object) {
 			}
 			p.line("%s", title)
 			tl := budget.NewTimeline(m.Budget, g.charted(m), m.Grace)
-			for _, l := range chart(tl) {
+			for _, l := range chart(tl, m.Ceilings) {
 				p.line("    %s", l)
 			}
 			for _, l := range events(tl, g.sigterm(len(groups) > 1)) {
@@ -166,6 +170,9 @@ func writeBudget(p *printer, o object) {
 	var lines []line
 	for _, t := range budget.Terms {
 		lines = append(lines, line{string(t), budget.Format(m.Budget.Get(t)), source(o, t)})
+		if _, ok := m.Sources[t].ProfileName(); ok && m.Profile != nil {
+			lines = append(lines, line{"", "", basisWord(m.Profile.Basis) + ": " + m.Profile.Source})
+		}
 	}
 	need := m.Budget.Grace()
 	fit := budget.Check(m.Budget, m.Grace, 0)
@@ -179,6 +186,32 @@ func writeBudget(p *printer, o object) {
 	case m.Grace > need:
 		note += fmt.Sprintf(", %ds to spare", m.Grace-need)
 	}
+	if m.Budget.Proxy > 0 || m.Mesh != nil {
+		// The Proxy term sits between cleanup and margin, as it is spent.
+		last := lines[len(lines)-1]
+		notes := proxyNote(m)
+		lines = append(lines[:len(lines)-1], line{"proxy", budget.Format(m.Budget.Proxy), notes[0]})
+		for _, n := range notes[1:] {
+			lines = append(lines, line{"", "", n})
+		}
+		lines = append(lines, last)
+	}
+	if m.GraceFloor > 0 {
+		lines = append(lines, line{"floor", fmt.Sprintf("%ds", m.GraceFloor),
+			fmt.Sprintf("grace floor of routing profile %s (%s)", m.Profile.Name, m.Profile.Source)})
+		if m.GraceFloor > need && m.Budget.Routing != budget.Infinity {
+			need = m.GraceFloor
+			fit.Need = need
+			needs = fmt.Sprintf("%ds", need)
+			note = fmt.Sprintf("of grace %ds: fits", m.Grace)
+			switch {
+			case !fit.Fits():
+				note = fmt.Sprintf("of grace %ds: DOES NOT FIT, %ds short", m.Grace, need-m.Grace)
+			case m.Grace > need:
+				note += fmt.Sprintf(", %ds to spare", m.Grace-need)
+			}
+		}
+	}
 	lines = append(lines, line{"needs", needs, note})
 	groups := stopGroups(m)
 	for _, g := range groups {
@@ -190,6 +223,16 @@ func writeBudget(p *printer, o object) {
 	}
 	if len(groups) == 0 {
 		lines = append(lines, line{"preStop", "none", "no container to treat"})
+	}
+	for _, c := range m.Ceilings {
+		verdict := "holds the budget"
+		if c.Exceeded(need) {
+			verdict = "CUTS THE BUDGET SHORT"
+			if c.Deny {
+				verdict += " (denied)"
+			}
+		}
+		lines = append(lines, line{"ceiling", budget.Format(c.Limit), fmt.Sprintf("%s (%s): %s", c.Event, c.Flag, verdict)})
 	}
 
 	nameW, valW := 0, 0
@@ -219,6 +262,21 @@ func source(o object, t budget.Term) string {
 		return "cluster default --default-" + strings.TrimPrefix(key, "graceguard.io/")
 	case mutate.FromHook:
 		return "the preStop hook, longer than the routing delay"
+	}
+	if name, ok := o.res.Mutation.Sources[t].ProfileName(); ok && o.res.Mutation.Profile != nil {
+		pr := o.res.Mutation.Profile
+		where := "Pod annotation " + mutate.AnnotationRoutingProfile
+		switch pr.From {
+		case mutate.FromNamespace:
+			where = "namespace " + o.ns + " annotation " + mutate.AnnotationRoutingProfile
+		case mutate.FromCluster:
+			where = "cluster default --default-routing-profile"
+		case mutate.FromPod:
+			if o.template() {
+				where = "Pod template annotation " + mutate.AnnotationRoutingProfile
+			}
+		}
+		return fmt.Sprintf("routing profile %s (%s)", name, where)
 	}
 	return ""
 }
@@ -321,4 +379,40 @@ func writeChanges(p *printer, m *mutate.Report) {
 	for _, c := range m.Changes {
 		p.line("    %s", c.String())
 	}
+}
+
+// basisWord says what kind of number a profile's is, for people.
+func basisWord(b string) string {
+	switch b {
+	case budget.BasisMeasurement:
+		return "measured"
+	case budget.BasisRecommendation:
+		return "recommended, not measured"
+	case budget.BasisDerived:
+		return "derived from defaults, not measured"
+	}
+	return "set by the cluster's operators"
+}
+
+// proxyNote says what the mesh proxy adds to the budget and why, in lines.
+func proxyNote(m *mutate.Report) []string {
+	mr := m.Mesh
+	if mr == nil {
+		return []string{""}
+	}
+	who := string(mr.Mesh) + " proxy (to be injected)"
+	if mr.Proxy != "" {
+		who = mr.Proxy
+		if mr.Native {
+			who += ", native sidecar"
+		}
+	}
+	if mr.Native || (mr.Proxy == "" && mr.Mesh == mutate.MeshIstio) {
+		return []string{who + ":", mr.ExitWhy}
+	}
+	wait := "waits " + budget.Format(mr.Wait)
+	if !mr.WaitKnown {
+		wait = "waits at least " + budget.Format(mr.Wait)
+	}
+	return []string{fmt.Sprintf("%s %s before its SIGTERM (the app is done at %ds),", who, wait, mr.NeedWait), "then " + mr.ExitWhy}
 }

@@ -45,6 +45,14 @@ func TestGolden(t *testing.T) {
 		{"mutate-bookinfo", []string{"mutate", "-f", "../manifest/testdata/bookinfo.yaml"}, ""},
 		{"check-json", []string{"check", "-f", "testdata/check.yaml", "-f", "../manifest/testdata/kustomize-patch.yaml", "-o", "json"}, ""},
 		{"check-sarif", []string{"check", "-f", "testdata/check.yaml", "-f", "../mutate/testdata/pod-every-problem-at-once.yaml", "-o", "sarif", "--fail-on", "warning"}, ""},
+		{"explain-routing-profiles", []string{"explain", "-f", "testdata/explain-profile.yaml"}, ""},
+		{"explain-operator-profile", []string{"explain", "-f", "testdata/explain-default.yaml", "--routing-profile", "corp-lb=45s,grace-floor=90s", "--default-routing-profile", "corp-lb"}, ""},
+		{"explain-istio-classic", []string{"explain", "-f", "../mutate/testdata/pod-istio-drain-30s-injected.yaml"}, ""},
+		{"explain-linkerd-before-injection", []string{"explain", "-f", "testdata/explain-linkerd.yaml"}, ""},
+		{"explain-linkerd-injected", []string{"explain", "-f", "../mutate/testdata/pod-linkerd-longer-wait-injected.yaml"}, ""},
+		{"explain-platform-ceilings", []string{"explain", "-f", "testdata/explain-raise.yaml", "--karpenter-termination-grace-period=40s",
+			"--node-shutdown-grace-period=30s", "--node-shutdown-grace-period-critical-pods=15s"}, ""},
+		{"check-ceiling-deny", []string{"check", "-f", "testdata/explain-raise.yaml", "--karpenter-termination-grace-period=40s", "--karpenter-ceiling-action=deny"}, ""},
 	}
 	update := os.Getenv("UPDATE_GOLDEN") != ""
 	for _, tt := range tests {

@@ -32,4 +32,5 @@ const (
 var NamespaceDefaultKeys = []string{
 	AnnotationRoutingDelay, AnnotationMaxWork, AnnotationCleanup, AnnotationSafetyMargin,
 	AnnotationPreStop, AnnotationReadinessPath, AnnotationLivenessPath, AnnotationProbePort,
+	AnnotationRoutingProfile,
 }

@@ -35,7 +35,7 @@ func Mutate(t Target, ns Namespace, opts Options) *Report {
 		return r
 	}
 	p := newPaths(t.MetaPath, ns.Name)
-	s, bad := resolve(t.Meta.Annotations, ns, opts, p)
+	s, bad := settingsFor(t, ns, opts, p)
 	r.Mode = s.Mode
 	if s.OptOut {
 		r.Skip, r.OptedOut = SkipOptedOut, true
@@ -72,6 +72,7 @@ func skip(t Target, ns Namespace, opts Options) Reason {
 // mutate changes t and records every change in r.
 func mutate(t Target, s Settings, p paths, bad []Finding, r *Report) {
 	targets, tbad := selectTargets(t, s, p)
+	targets = appTargets(targets)
 	if bad = append(bad, tbad...); len(bad) > 0 {
 		r.Violations = bad
 		return
@@ -81,14 +82,14 @@ func mutate(t Target, s Settings, p paths, bad []Finding, r *Report) {
 	if r.Budget.Routing > s.Budget.Routing {
 		r.Sources[budget.Routing] = FromHook
 	}
-	need := r.Budget.Grace()
-	if f := budget.Check(r.Budget, r.Grace, s.maxGrace); f.OverCap() {
-		r.Violations = append(r.Violations, overCap(t, f))
+	plan, f, ok := prepare(t, s, r, true)
+	if !ok {
 		for _, c := range targets {
 			r.Stops = append(r.Stops, stopOf(c, false))
 		}
 		return
 	}
+	need := f.Need
 
 	sleep := budget.CeilSeconds(s.Budget.Routing)
 	for _, c := range targets {
@@ -109,13 +110,16 @@ func mutate(t Target, s Settings, p paths, bad []Finding, r *Report) {
 		r.Stops = append(r.Stops, stopOf(c, true))
 	}
 
-	addProbes(targets, s, p, r)
+	plan.apply(t, r)
+	if !plan.skipProbes(p, r) {
+		addProbes(targets, s, p, r)
+	}
 
 	if need > r.Grace {
 		r.Changes = append(r.Changes, Change{
 			Reason:  ChangeGrace,
 			Path:    t.SpecPath.Child("terminationGracePeriodSeconds"),
-			Summary: fmt.Sprintf("%d -> %d (%s)", r.Grace, need, r.Budget.Arithmetic()),
+			Summary: fmt.Sprintf("%d -> %s", r.Grace, needText(f, s, "")),
 			Op:      add(t.specPointer()+"/terminationGracePeriodSeconds", need),
 		})
 		t.Spec.TerminationGracePeriodSeconds = &need
@@ -294,14 +298,14 @@ func effectiveBudget(s Settings, targets []container, r *Report) (budget.Budget,
 	return b, hook
 }
 
-func overCap(t Target, f budget.Fit) Finding {
+func overCap(t Target, f budget.Fit, s Settings) Finding {
 	if f.Budget.Routing == infinite {
 		return Finding{DenyBudgetOverCap, field.Invalid(t.SpecPath.Child("terminationGracePeriodSeconds"), "infinity",
 			"a preStop hook that never ends fits no grace period; make it finish")}
 	}
 	return Finding{DenyBudgetOverCap, field.Invalid(t.SpecPath.Child("terminationGracePeriodSeconds"), f.Need,
-		fmt.Sprintf("the budget needs %ds (%s), over the cluster cap of %s (--max-grace-period, the cluster autoscaler's limit); lower %s",
-			f.Need, f.Budget.Arithmetic(), budget.Format(f.Cap), KeyFor(f.Budget.Largest())))}
+		fmt.Sprintf("the budget needs %s, over the cluster cap of %s (--max-grace-period, the cluster autoscaler's limit); lower %s",
+			needText(f, s, "s"), budget.Format(f.Cap), KeyFor(f.Budget.Largest())))}
 }
 
 // addProbes adds readiness and liveness probes from the annotations to

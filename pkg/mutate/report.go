@@ -33,6 +33,10 @@ const (
 	ChangeReadiness Reason = "readiness-probe-added"
 	ChangeLiveness  Reason = "liveness-probe-added"
 	ChangeBudget    Reason = "budget-recorded"
+	// ChangeProxyWait and ChangeMeshAnnotation make a mesh proxy outlive
+	// the app (mesh.go).
+	ChangeProxyWait      Reason = "mesh-proxy-wait-added"
+	ChangeMeshAnnotation Reason = "mesh-annotation-added"
 )
 
 // Advice that does not block admission.
@@ -43,6 +47,8 @@ const (
 	WarnHookUnknownLength   Reason = "prestop-unknown-length"
 	WarnNoProbePort         Reason = "no-probe-port"
 	WarnWouldChange         Reason = "would-change"
+	WarnMeshProbes          Reason = "mesh-probes-not-added"
+	WarnOverCeiling         Reason = "over-platform-ceiling"
 )
 
 // Why an object is denied (or, in warn mode, would be).
@@ -53,15 +59,20 @@ const (
 	DenyInvalidAnnotation  Reason = "invalid-annotation"
 	DenyInvalidNamespace   Reason = "invalid-namespace-setting"
 	DenyNotMutated         Reason = "not-mutated"
+	DenyProxyExitsEarly    Reason = "mesh-proxy-exits-early"
+	DenyInvalidMeshSetting Reason = "invalid-mesh-setting"
+	DenyOverCeiling        Reason = "budget-over-platform-ceiling"
 	DenyTooManyContainers  Reason = "too-many-containers"
 )
 
 // AllReasons lists every reason, for docs and for bounding metric labels.
 var AllReasons = []Reason{
 	SkipNotOptedIn, SkipExcluded, SkipMirrorPod, SkipOptedOut, SkipNotApplicable,
-	ChangePreStop, ChangeGrace, ChangeReadiness, ChangeLiveness, ChangeBudget,
+	ChangePreStop, ChangeGrace, ChangeReadiness, ChangeLiveness, ChangeBudget, ChangeProxyWait, ChangeMeshAnnotation,
 	WarnShellForm, WarnLivenessIsReadiness, WarnNoReadiness, WarnHookUnknownLength, WarnNoProbePort, WarnWouldChange,
+	WarnMeshProbes, WarnOverCeiling,
 	DenyHookExceedsGrace, DenyBudgetExceedsGrace, DenyBudgetOverCap, DenyInvalidAnnotation, DenyInvalidNamespace, DenyNotMutated, DenyTooManyContainers,
+	DenyProxyExitsEarly, DenyInvalidMeshSetting, DenyOverCeiling,
 }
 
 // Change is one addition Mutate made.
@@ -177,6 +188,17 @@ type Report struct {
 	// then sends it SIGTERM, so containers with different hooks get
 	// SIGTERM at different times.
 	Stops []ContainerStop
+	// Profile is the routing profile that applied, if any; GraceFloor its
+	// floor in seconds (0 for none).
+	Profile    *ProfileUse
+	GraceFloor int64
+	// Mesh is what graceguard found and decided about a mesh proxy (nil
+	// without a mesh). Its part of the budget is Budget.Proxy.
+	Mesh *MeshReport
+	// Ceilings are the platform ceilings configured (for the chart of
+	// `kubectl graceguard explain`); exceeding them is a warning or a
+	// violation.
+	Ceilings []budget.Ceiling
 	// GraceBefore and Grace are the grace period as received and as left.
 	GraceBefore, Grace int64
 	Changes            []Change

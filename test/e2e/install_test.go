@@ -183,6 +183,11 @@ var _ = Describe("graceguard on a real node", Ordered, ContinueOnFailure, func()
 		requireInstalled()
 		selfRollout(ctx)
 	})
+
+	It("6. a naive proxy sidecar: none lost when graceguard makes it outlive the app, lost when it exits with the app", func(ctx SpecContext) {
+		requireInstalled()
+		meshProxy(ctx)
+	}, NodeTimeout(6*time.Minute))
 })
 
 // certMountTimes reads, from each webhook replica's log, when its rotator

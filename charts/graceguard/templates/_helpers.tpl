@@ -194,6 +194,20 @@ matchConditions:
 {{- end -}}
 
 {{/*
+graceguard.builtinProfiles: the built-in routing profiles as
+name: {routingDelay, graceFloor}, for render-time checks. The webhook's own
+table is pkg/budget/profile.go; test/chart holds the two equal.
+*/}}
+{{- define "graceguard.builtinProfiles" -}}
+kube-proxy: {routingDelay: 5s, graceFloor: 0}
+ingress-nginx: {routingDelay: 10s, graceFloor: 0}
+aws-alb-ip: {routingDelay: 1m, graceFloor: 0}
+aws-nlb-ip: {routingDelay: 2m, graceFloor: 0}
+gke-neg: {routingDelay: 1m, graceFloor: 1m}
+azure-agic: {routingDelay: 1m30s, graceFloor: 1m41s}
+{{- end -}}
+
+{{/*
 The longest timeoutSeconds of the three webhooks, in seconds: the webhook's
 --webhook-timeout.
 */}}

@@ -87,6 +87,7 @@ type Run struct {
 	Rollout     *Rollout     `json:"rollout,omitempty"`
 	Hook        *Hook        `json:"hookLongerThanGrace,omitempty"`
 	SelfRollout *SelfRollout `json:"selfRollout,omitempty"`
+	MeshProxy   *MeshProxy   `json:"meshProxy,omitempty"`
 }
 
 // Env is what the run ran on.
@@ -104,6 +105,8 @@ type Env struct {
 	WebhookDigest  string `json:"webhookDigest"`
 	DrainappImage  string `json:"drainappImage"`
 	DrainappDigest string `json:"drainappDigest"`
+	TcpproxyImage  string `json:"tcpproxyImage,omitempty"`
+	TcpproxyDigest string `json:"tcpproxyDigest,omitempty"`
 	ClusterOwned   bool   `json:"clusterStartedBySuite"`
 }
 
@@ -302,6 +305,37 @@ type WebhookMetrics struct {
 	Rejection float64 `json:"rejections"`
 }
 
+// MeshProxy is scenario 6: Pods whose traffic enters through a naive
+// proxy sidecar (exits at once on SIGTERM), deleted while requests run
+// through it; one arm per name of the proxy container.
+type MeshProxy struct {
+	Requests int        `json:"requestsPerPod"`
+	Request  Secs       `json:"requestSeconds"`
+	Arms     []*MeshArm `json:"arms"`
+	Checks   Checks     `json:"checks"`
+}
+
+// MeshArm is one Pod of scenario 6.
+type MeshArm struct {
+	Name         string `json:"name"`
+	Pod          string `json:"pod"`
+	Proxy        string `json:"proxyContainer"`
+	Budget       string `json:"budget"`
+	Grace        int64  `json:"terminationGracePeriodSeconds"`
+	AppPreStop   string `json:"appPreStop"`
+	ProxyPreStop string `json:"proxyPreStop"`
+	Completed    int    `json:"completed"`
+	Cut          int    `json:"cut"`
+	// Clients are the requests' outcomes, as the client saw them.
+	Clients []string `json:"clients"`
+	// Moments, seconds after the delete call.
+	AppSIGTERM       At `json:"appSigterm"`
+	AppShutdown      At `json:"appShutdownComplete"`
+	ProxySIGTERM     At `json:"proxySigterm"`
+	LastClientAnswer At `json:"lastClientAnswer"`
+	PodGone          At `json:"podGone"`
+}
+
 // Read loads a Run.
 func Read(path string) (*Run, error) {
 	b, err := os.ReadFile(path)
@@ -336,6 +370,7 @@ func (r *Run) scenarios() []scenario {
 	add("rollout", "3. Rollout restart under load", r.Rollout != nil, checksOfR(r.Rollout))
 	add("hook", "4. preStop hook longer than grace", r.Hook != nil, checksOfH(r.Hook))
 	add("self", "5. graceguard's own rollout", r.SelfRollout != nil, checksOfS(r.SelfRollout))
+	add("mesh", "6. A naive proxy sidecar in front of the app", r.MeshProxy != nil, checksOfM(r.MeshProxy))
 	return out
 }
 
@@ -370,6 +405,12 @@ func checksOfH(h *Hook) Checks {
 		return nil
 	}
 	return h.Checks
+}
+func checksOfM(m *MeshProxy) Checks {
+	if m == nil {
+		return nil
+	}
+	return m.Checks
 }
 func checksOfS(s *SelfRollout) Checks {
 	if s == nil {
