@@ -22,8 +22,10 @@ import (
 // cutting a request still in flight: the naive proxy scenario 6 needs.
 func TestRelaysThenDiesOnSIGTERM(t *testing.T) {
 	release := make(chan struct{})
+	arrived := make(chan struct{}, 1)
 	app := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
+			arrived <- struct{}{}
 			<-release
 		}
 		_, _ = io.WriteString(w, "ok")
@@ -86,7 +88,11 @@ func TestRelaysThenDiesOnSIGTERM(t *testing.T) {
 		}
 		slow <- err
 	}()
-	time.Sleep(200 * time.Millisecond) // the request reaches the app
+	select { // the request reaches the app through the proxy
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the slow request never reached the app")
+	}
 	start := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
