@@ -69,7 +69,11 @@ func TestRelaysThenDiesOnSIGTERM(t *testing.T) {
 		t.Fatalf("first event %v, want listening", e)
 	}
 
-	resp, err := http.Get("http://" + listen + "/")
+	// Connections of their own, one per request: Go's client would retry a
+	// GET on a new connection when a reused one dies, which would turn the
+	// cut into "connection refused", and an idle one would count as active.
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Get("http://" + listen + "/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +85,7 @@ func TestRelaysThenDiesOnSIGTERM(t *testing.T) {
 
 	slow := make(chan error, 1)
 	go func() {
-		resp, err := http.Get("http://" + listen + "/slow")
+		resp, err := c.Get("http://" + listen + "/slow")
 		if err == nil {
 			_, err = io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -97,8 +101,10 @@ func TestRelaysThenDiesOnSIGTERM(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if e := <-events; e["event"] != "sigterm" || e["active"] != float64(1) {
-		t.Errorf("event %v, want sigterm with active 1", e)
+	// The slow request is in flight; the first one's connection may not be
+	// counted closed yet.
+	if e := <-events; e["event"] != "sigterm" || e["active"] == nil || e["active"].(float64) < 1 {
+		t.Errorf("event %v, want sigterm with at least the slow request active", e)
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("exit: %v, want 0", err)
