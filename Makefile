@@ -34,7 +34,7 @@ vet: chart-docs-check generate-check ## Check formatting, go vet, and that the c
 
 .PHONY: golden
 golden: ## Regenerate golden files and generated docs after an intended change (review the diff!).
-	UPDATE_GOLDEN=1 $(GO) test ./pkg/mutate/ ./pkg/cli/ ./internal/chart/
+	UPDATE_GOLDEN=1 $(GO) test ./pkg/mutate/ ./pkg/cli/ ./pkg/manifest/ ./internal/chart/
 
 .PHONY: generate
 generate: ## Regenerate the API's deep-copy code and CRD (charts/graceguard/crds/) from pkg/api with controller-gen (pinned).
@@ -63,14 +63,16 @@ bench: ## Benchmark engine and handlers, the webhook under TLS load next to a no
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) run ./test/bench/cmd/bench $(BENCH_ARGS)
 
 .PHONY: fuzz
-fuzz: ## Fuzz the parsers, the mutation invariants, the webhook's Pod decode and the handlers' answer bounds (FUZZTIME each, default 30s).
+fuzz: ## Fuzz the parsers, the mutation invariants (and their independence of the mesh injector's order), the webhook's Pod decode, the handlers' answer bounds and the plugin's text-preserving output (FUZZTIME each, default 30s).
 	$(GO) test ./pkg/budget -run '^$$' -fuzz FuzzParseDuration -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/budget -run '^$$' -fuzz FuzzBudgetGrace -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/budget -run '^$$' -fuzz FuzzParseAnnotation -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/budget -run '^$$' -fuzz FuzzRecommendCoversWhatWasSeen -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/mutate -run '^$$' -fuzz FuzzMutate -fuzztime $(FUZZTIME)
+	$(GO) test ./pkg/mutate -run '^$$' -fuzz FuzzMeshOrder -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/webhook -run '^$$' -fuzz FuzzLeanDecodeReadsLikeTheAPIMachinery -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/webhook -run '^$$' -fuzz FuzzHandlers -fuzztime $(FUZZTIME)
+	$(GO) test ./pkg/manifest -run '^$$' -fuzz FuzzRender -fuzztime $(FUZZTIME) -fuzzminimizetime 0
 
 .PHONY: security-report
 security-report: ## Send the adversarial corpus through the real handlers and write the measured answers, sizes, allocations and times into docs/security.md.

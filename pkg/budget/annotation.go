@@ -7,9 +7,10 @@ import (
 )
 
 // ParseAnnotation reads what Annotation writes,
-// "routing=8s work=30s cleanup=2s margin=5s grace=45s": the four terms and
-// the grace the Pod was given. Every term and the grace must be present
-// once; the error names the first problem.
+// "routing=8s work=30s cleanup=2s margin=5s grace=45s": the four terms, the
+// mesh proxy's when there is one, and the grace the Pod was given. The four
+// terms and the grace must be present, each term once; the error names the
+// first problem.
 func ParseAnnotation(s string) (Budget, int64, error) {
 	var b Budget
 	var grace int64
@@ -33,11 +34,11 @@ func ParseAnnotation(s string) (Budget, int64, error) {
 		}
 		t := Term(k)
 		known := false
-		for _, term := range Terms {
+		for _, term := range allTerms {
 			known = known || term == t
 		}
 		if !known {
-			return Budget{}, 0, fmt.Errorf("budget %q: unknown term %q; want routing, work, cleanup, margin and grace", s, k)
+			return Budget{}, 0, fmt.Errorf("budget %q: unknown term %q; want routing, work, cleanup, margin, grace and, with a mesh proxy, proxy", s, k)
 		}
 		d, err := ParseDuration(v)
 		if err != nil {

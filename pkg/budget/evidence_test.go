@@ -10,6 +10,7 @@ func TestParseAnnotationReadsWhatAnnotationWrites(t *testing.T) {
 	for _, b := range []Budget{
 		{Routing: 8 * time.Second, Work: 30 * time.Second, Cleanup: 2 * time.Second, Margin: 5 * time.Second},
 		{Routing: 1500 * time.Millisecond, Work: 90 * time.Second},
+		{Routing: 5 * time.Second, Work: 20 * time.Second, Cleanup: 2 * time.Second, Margin: 3 * time.Second, Proxy: 27 * time.Second},
 		{},
 	} {
 		s := b.Annotation(b.Grace())

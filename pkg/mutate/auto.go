@@ -46,8 +46,8 @@ func WantsAutoWork(pod, namespace map[string]string) bool {
 // webhook) keeps the work it recorded, so both webhooks agree however the
 // report changes between them. Otherwise: the report's recommendation
 // within [floor, ceiling] when it has enough samples, else the floor; and
-// never so much that the budget would exceed the cap, which would deny
-// every Pod of the workload.
+// never so much that the budget would exceed the cap or a denying platform
+// ceiling, which would deny every Pod of the workload.
 func autoWork(t Target, s *Settings, p paths, r *Report) {
 	if !s.AutoWork {
 		return
@@ -84,12 +84,20 @@ func autoWork(t Target, s *Settings, p paths, r *Report) {
 		w = o.Work
 		how = fmt.Sprintf("observed in %d shutdowns (floor %s, ceiling %s)", o.Samples, floor, ceiling)
 	}
-	if s.maxGrace > 0 {
+	// The cap and every platform ceiling configured to deny: a value over
+	// them would deny every Pod of the workload.
+	limit := s.maxGrace
+	for _, c := range s.ceilings {
+		if c.Deny && c.Limit > 0 && (limit <= 0 || c.Limit < limit) {
+			limit = c.Limit
+		}
+	}
+	if limit > 0 {
 		b := s.Budget
 		b.Work = 0
-		if room := time.Duration(budget.CeilSeconds(s.maxGrace))*time.Second - b.Sum(); w > room && room >= 0 {
+		if room := time.Duration(budget.CeilSeconds(limit))*time.Second - b.Sum(); w > room && room >= 0 {
 			w = room
-			how = "cut to fit --max-grace-period"
+			how = "cut to fit --max-grace-period and the platform ceilings"
 		}
 	}
 	s.Budget.Work = w

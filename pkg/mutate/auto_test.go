@@ -65,7 +65,7 @@ func TestMaxWorkAuto(t *testing.T) {
 			name: "never so much that the budget exceeds --max-grace-period: that would deny every Pod",
 			pod:  auto, observed: enough(110 * time.Second), maxGrace: time.Minute,
 			budget:  "routing=5s work=50s cleanup=2s margin=3s grace=60s",
-			warning: "metadata.annotations[graceguard.io/max-work]: auto is 50s: cut to fit --max-grace-period",
+			warning: "metadata.annotations[graceguard.io/max-work]: auto is 50s: cut to fit --max-grace-period and the platform ceilings",
 		},
 		{
 			name: "auto on the namespace, with its floor", ns: map[string]string{mutate.AnnotationMaxWork: mutate.MaxWorkAuto, mutate.AnnotationMaxWorkFloor: "30s"},

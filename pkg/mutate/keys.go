@@ -44,5 +44,6 @@ const (
 var NamespaceDefaultKeys = []string{
 	AnnotationRoutingDelay, AnnotationMaxWork, AnnotationCleanup, AnnotationSafetyMargin,
 	AnnotationPreStop, AnnotationReadinessPath, AnnotationLivenessPath, AnnotationProbePort,
+	AnnotationRoutingProfile,
 	AnnotationMaxWorkFloor, AnnotationMaxWorkCeiling,
 }

@@ -76,6 +76,17 @@ type Options struct {
 	// ExcludedNamespaces are never touched, whatever their labels say
 	// (kube-system, graceguard's own namespace).
 	ExcludedNamespaces []string
+	// Profiles are the routing profiles Pods and Namespaces may name with
+	// graceguard.io/routing-profile: the built-in ones with the operator's
+	// (budget.MergeProfiles). Nil means the built-in ones.
+	Profiles []budget.Profile
+	// DefaultProfile, when set, is the routing profile of Pods whose
+	// annotations and namespace name none; its routing delay replaces
+	// Defaults.Routing.
+	DefaultProfile string
+	// Ceilings are the platform limits budgets are checked against besides
+	// MaxGrace (Karpenter's, graceful node shutdown's).
+	Ceilings []budget.Ceiling
 }
 
 // DefaultOptions are the documented defaults: the budget sums to 30s, the
@@ -92,6 +103,7 @@ func DefaultOptions() Options {
 		MaxGrace:           10 * time.Minute,
 		Mode:               ModeEnforce,
 		ExcludedNamespaces: []string{"kube-system"},
+		Profiles:           budget.BuiltinProfiles(),
 	}
 }
 
@@ -116,6 +128,8 @@ func (o Options) Validate() error {
 		errs = append(errs, fmt.Sprintf("--max-grace-period=%s: the default budget alone needs %ds (%s)",
 			budget.Format(o.MaxGrace), o.Defaults.Grace(), o.Defaults.Arithmetic()))
 	}
+	errs = append(errs, validateProfiles(o)...)
+	errs = append(errs, validateCeilings(o)...)
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid options: %s", strings.Join(errs, "; "))
 	}
@@ -196,7 +210,11 @@ type Settings struct {
 	// WorkFloor and WorkCeiling.
 	AutoWork               bool
 	WorkFloor, WorkCeiling time.Duration
-	maxGrace               time.Duration
+	// Profile is the routing profile that applies, if any.
+	Profile  *ProfileUse
+	mesh     meshSettings
+	maxGrace time.Duration
+	ceilings []budget.Ceiling
 }
 
 // paths locate where settings are read from, for error messages.
@@ -225,6 +243,7 @@ func resolve(podAnn map[string]string, ns Namespace, opts Options, p paths) (Set
 		PreStop:  opts.PreStop,
 		Sources:  map[budget.Term]Source{},
 		maxGrace: opts.MaxGrace,
+		ceilings: opts.Ceilings,
 	}
 	if s.Mode == "" {
 		s.Mode = ModeEnforce

@@ -75,11 +75,29 @@ type admissionContainer struct {
 	LivenessProbe  *corev1.Probe                  `json:"livenessProbe"`
 	StartupProbe   *corev1.Probe                  `json:"startupProbe"`
 	RestartPolicy  *corev1.ContainerRestartPolicy `json:"restartPolicy"`
+	// Env is kept raw and read only for Istio's proxy, whose environment
+	// says how long it drains (pkg/mutate/mesh.go): env is most of a big
+	// Pod's bytes, and no other container's is needed.
+	Env jsontext.Value `json:"env"`
 }
 
 func (c admissionContainer) container() corev1.Container {
-	return corev1.Container{Name: c.Name, Command: c.Command, Args: c.Args, Ports: c.Ports, Lifecycle: c.Lifecycle,
+	out := corev1.Container{Name: c.Name, Command: c.Command, Args: c.Args, Ports: c.Ports, Lifecycle: c.Lifecycle,
 		ReadinessProbe: c.ReadinessProbe, LivenessProbe: c.LivenessProbe, StartupProbe: c.StartupProbe, RestartPolicy: c.RestartPolicy}
+	if c.Name == mutate.ContainerIstioProxy && len(c.Env) > 0 {
+		out.Env = decodeEnv(c.Env)
+	}
+	return out
+}
+
+// decodeEnv reads a container's env. It is a function of its own so that
+// container() does not take its result's address, which would move every
+// container of a big Pod to the heap. A malformed env fails the whole
+// decode before this is called.
+func decodeEnv(raw jsontext.Value) []corev1.EnvVar {
+	var env []corev1.EnvVar
+	_ = jsonv2.Unmarshal(raw, &env, decodeOptions)
+	return env
 }
 
 // decodeOptions make encoding/json/v2 (go-json-experiment/json, the
@@ -132,7 +150,6 @@ type admissionWorkload struct {
 
 type admissionTemplate struct {
 	Metadata struct {
-		Labels      map[string]string `json:"labels"`
 		Annotations map[string]string `json:"annotations"`
 	} `json:"metadata"`
 	Spec admissionSpec `json:"spec"`
@@ -172,7 +189,7 @@ func decodeAdmissionWorkload(w mutate.WorkloadKind, raw []byte) (leanWorkload, e
 		}
 	}
 	tpl := &corev1.PodTemplateSpec{Spec: at.Spec.podSpec()}
-	tpl.Labels, tpl.Annotations = at.Metadata.Labels, at.Metadata.Annotations
+	tpl.Annotations = at.Metadata.Annotations
 	t, err := mutate.ForTemplate(w.Kind, a.Metadata.Namespace, a.Metadata.Name, tpl)
 	if err != nil {
 		return leanWorkload{}, err

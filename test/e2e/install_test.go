@@ -184,7 +184,12 @@ var _ = Describe("graceguard on a real node", Ordered, ContinueOnFailure, func()
 		selfRollout(ctx)
 	})
 
-	It("6. budgets from evidence: kills observed, the recommendation applied, the next rollout clean", func(ctx SpecContext) {
+	It("6. a naive proxy sidecar: none lost when graceguard makes it outlive the app, lost when it exits with the app", func(ctx SpecContext) {
+		requireInstalled()
+		meshProxy(ctx)
+	}, NodeTimeout(6*time.Minute))
+
+	It("7. budgets from evidence: kills observed, the recommendation applied, the next rollout clean", func(ctx SpecContext) {
 		requireInstalled()
 		tuneFromEvidence(ctx)
 	})

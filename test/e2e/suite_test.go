@@ -46,6 +46,7 @@ const (
 	nsHookA    = "gg-e2e-hook-a"
 	nsHookB    = "gg-e2e-hook-b"
 	nsChurn    = "gg-e2e-churn"
+	nsMesh     = "gg-e2e-mesh"
 	nsTune     = "gg-e2e-tune"
 	optInLabel = "graceguard.io/inject"
 )
@@ -53,7 +54,7 @@ const (
 var testNamespaces = []struct {
 	name    string
 	optedIn bool
-}{{nsLab, true}, {nsControl, false}, {nsRollA, true}, {nsRollB, false}, {nsHookA, true}, {nsHookB, false}, {nsChurn, true}, {nsTune, true}}
+}{{nsLab, true}, {nsControl, false}, {nsRollA, true}, {nsRollB, false}, {nsHookA, true}, {nsHookB, false}, {nsChurn, true}, {nsMesh, true}, {nsTune, true}}
 
 var (
 	cl       *cluster.Cluster
@@ -113,6 +114,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	}{
 		{"./test/images/drainapp", drainappImage, "/drainapp", []string{"/bin/sleep"}, &ev.Env.DrainappDigest},
 		{"./cmd/webhook", webhookImageRepo + ":" + webhookImageTag, "/webhook", nil, &ev.Env.WebhookDigest},
+		{"./test/images/tcpproxy", tcpproxyImage, "/tcpproxy", nil, &ev.Env.TcpproxyDigest},
 	} {
 		archive := filepath.Join(repoRoot, "bin", "images", "e2e-"+filepath.Base(img.pkg)+".tar")
 		res, err := ocipack.BuildGoImage(ctx, archive, ocipack.GoImage{
@@ -125,6 +127,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	}
 	ev.Env.DrainappImage = drainappImage
 	ev.Env.WebhookImage = webhookImageRepo + ":" + webhookImageTag
+	ev.Env.TcpproxyImage = tcpproxyImage
 
 	By("recreating the test namespaces")
 	for _, n := range testNamespaces {

@@ -134,23 +134,29 @@ annotations:
 
 {{/*
 graceguard.seconds: the number of seconds (a float, as text) in a duration
-value: a Go duration ("10s", "1m30s", "1500ms", "1.5h") or whole seconds (10,
-"10"). Fails naming the key otherwise. Usage:
+value, read as the webhook's budget.ParseDuration reads it: a Go duration
+("10s", "1m30s", "1500ms", ".5s", "+5s") or whole seconds (10, "10"),
+surrounding spaces ignored. Fails naming the key otherwise (a negative
+duration too). Usage:
   include "graceguard.seconds" (list "shutdown.delay" .Values.shutdown.delay)
-Templates cannot call time.ParseDuration; this reads the same forms.
+Templates cannot call Go; test/chart holds this to budget.ParseDuration on
+one table of inputs (TestChartReadsDurationsAsTheWebhookDoes).
 */}}
 {{- define "graceguard.seconds" -}}
 {{- $key := index . 0 -}}
 {{- $text := toString (index . 1) | trim -}}
+{{- $number := `([0-9]+(\.[0-9]*)?|\.[0-9]+)` -}}
+{{- $unit := `(ns|us|µs|μs|ms|s|m|h)` -}}
 {{- if regexMatch `^[0-9]+$` $text -}}
 {{- $text -}}
-{{- else if regexMatch `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$` $text -}}
-{{- $units := dict "ns" 0.000000001 "us" 0.000001 "µs" 0.000001 "ms" 0.001 "s" 1.0 "m" 60.0 "h" 3600.0 -}}
+{{- else if regexMatch `^[+]?0$` $text -}}
+0
+{{- else if regexMatch (printf `^[+]?(%s%s)+$` $number $unit) $text -}}
+{{- $units := dict "ns" 0.000000001 "us" 0.000001 "µs" 0.000001 "μs" 0.000001 "ms" 0.001 "s" 1.0 "m" 60.0 "h" 3600.0 -}}
 {{- $total := 0.0 -}}
-{{- range regexFindAll `[0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h)` $text -1 -}}
-{{- $n := regexFind `^[0-9]+(\.[0-9]+)?` . -}}
-{{- $unit := trimPrefix $n . -}}
-{{- $total = addf $total (mulf (float64 $n) (get $units $unit)) -}}
+{{- range regexFindAll (printf `%s%s` $number $unit) $text -1 -}}
+{{- $n := regexFind (printf `^%s` $number) . -}}
+{{- $total = addf $total (mulf (float64 $n) (get $units (trimPrefix $n .))) -}}
 {{- end -}}
 {{- $total -}}
 {{- else -}}
@@ -185,6 +191,20 @@ matchConditions:
     expression: >-
       !has(object.metadata.annotations) ||
       !('kubernetes.io/config.mirror' in object.metadata.annotations)
+{{- end -}}
+
+{{/*
+graceguard.builtinProfiles: the built-in routing profiles as
+name: {routingDelay, graceFloor}, for render-time checks. The webhook's own
+table is pkg/budget/profile.go; test/chart holds the two equal.
+*/}}
+{{- define "graceguard.builtinProfiles" -}}
+kube-proxy: {routingDelay: 5s, graceFloor: 0}
+ingress-nginx: {routingDelay: 10s, graceFloor: 0}
+aws-alb-ip: {routingDelay: 1m, graceFloor: 0}
+aws-nlb-ip: {routingDelay: 2m, graceFloor: 0}
+gke-neg: {routingDelay: 1m, graceFloor: 1m}
+azure-agic: {routingDelay: 1m30s, graceFloor: 1m41s}
 {{- end -}}
 
 {{/*

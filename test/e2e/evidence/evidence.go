@@ -87,6 +87,7 @@ type Run struct {
 	Rollout     *Rollout     `json:"rollout,omitempty"`
 	Hook        *Hook        `json:"hookLongerThanGrace,omitempty"`
 	SelfRollout *SelfRollout `json:"selfRollout,omitempty"`
+	MeshProxy   *MeshProxy   `json:"meshProxy,omitempty"`
 	Tune        *Tune        `json:"tuneFromEvidence,omitempty"`
 }
 
@@ -105,6 +106,8 @@ type Env struct {
 	WebhookDigest  string `json:"webhookDigest"`
 	DrainappImage  string `json:"drainappImage"`
 	DrainappDigest string `json:"drainappDigest"`
+	TcpproxyImage  string `json:"tcpproxyImage,omitempty"`
+	TcpproxyDigest string `json:"tcpproxyDigest,omitempty"`
 	ClusterOwned   bool   `json:"clusterStartedBySuite"`
 }
 
@@ -295,7 +298,7 @@ type SelfRollout struct {
 	Checks  Checks           `json:"checks"`
 }
 
-// Tune is scenario 6: a budget shorter than the app's drain, observed by
+// Tune is scenario 7: a budget shorter than the app's drain, observed by
 // graceguard's observer, its recommendation applied, and the next rollout.
 type Tune struct {
 	Namespace     string       `json:"namespace"`
@@ -322,7 +325,7 @@ type Tune struct {
 	Checks           Checks `json:"checks"`
 }
 
-// TuneRound is one rollout of scenario 6 under load.
+// TuneRound is one rollout of scenario 7 under load.
 type TuneRound struct {
 	Name   string `json:"name"`
 	Budget string `json:"oldPodsBudget"`
@@ -361,6 +364,37 @@ type WebhookMetrics struct {
 	Rejection float64 `json:"rejections"`
 }
 
+// MeshProxy is scenario 6: Pods whose traffic enters through a naive
+// proxy sidecar (exits at once on SIGTERM), deleted while requests run
+// through it; one arm per name of the proxy container.
+type MeshProxy struct {
+	Requests int        `json:"requestsPerPod"`
+	Request  Secs       `json:"requestSeconds"`
+	Arms     []*MeshArm `json:"arms"`
+	Checks   Checks     `json:"checks"`
+}
+
+// MeshArm is one Pod of scenario 6.
+type MeshArm struct {
+	Name         string `json:"name"`
+	Pod          string `json:"pod"`
+	Proxy        string `json:"proxyContainer"`
+	Budget       string `json:"budget"`
+	Grace        int64  `json:"terminationGracePeriodSeconds"`
+	AppPreStop   string `json:"appPreStop"`
+	ProxyPreStop string `json:"proxyPreStop"`
+	Completed    int    `json:"completed"`
+	Cut          int    `json:"cut"`
+	// Clients are the requests' outcomes, as the client saw them.
+	Clients []string `json:"clients"`
+	// Moments, seconds after the delete call.
+	AppSIGTERM       At `json:"appSigterm"`
+	AppShutdown      At `json:"appShutdownComplete"`
+	ProxySIGTERM     At `json:"proxySigterm"`
+	LastClientAnswer At `json:"lastClientAnswer"`
+	PodGone          At `json:"podGone"`
+}
+
 // Read loads a Run.
 func Read(path string) (*Run, error) {
 	b, err := os.ReadFile(path)
@@ -395,7 +429,8 @@ func (r *Run) scenarios() []scenario {
 	add("rollout", "3. Rollout restart under load", r.Rollout != nil, checksOfR(r.Rollout))
 	add("hook", "4. preStop hook longer than grace", r.Hook != nil, checksOfH(r.Hook))
 	add("self", "5. graceguard's own rollout", r.SelfRollout != nil, checksOfS(r.SelfRollout))
-	add("tune", "6. Budgets from evidence: observe, recommend, apply", r.Tune != nil, checksOfT(r.Tune))
+	add("mesh", "6. A naive proxy sidecar in front of the app", r.MeshProxy != nil, checksOfM(r.MeshProxy))
+	add("tune", "7. Budgets from evidence: observe, recommend, apply", r.Tune != nil, checksOfT(r.Tune))
 	return out
 }
 
@@ -430,6 +465,12 @@ func checksOfH(h *Hook) Checks {
 		return nil
 	}
 	return h.Checks
+}
+func checksOfM(m *MeshProxy) Checks {
+	if m == nil {
+		return nil
+	}
+	return m.Checks
 }
 func checksOfT(t *Tune) Checks {
 	if t == nil {

@@ -95,3 +95,25 @@ func wellFormed(t *testing.T, svg string) {
 		}
 	}
 }
+
+func TestRendersTheMeshProxyScenario(t *testing.T) {
+	r := &Run{Schema: Schema}
+	at := func(s float64) At { v := Secs(s); return &v }
+	r.MeshProxy = &MeshProxy{Requests: 4, Request: 15, Arms: []*MeshArm{
+		{Name: "A: proxy named istio-proxy (mesh handling)", Budget: "routing=5s work=20s cleanup=2s proxy=5s margin=3s grace=35s", Grace: 35,
+			AppPreStop: "sleep 5s", ProxyPreStop: "sleep 27s", Completed: 4, Clients: []string{"200 ok"}, ProxySIGTERM: at(28.5), AppShutdown: at(15.1)},
+		{Name: "B: the same proxy named proxy", Grace: 30, AppPreStop: "sleep 5s", ProxyPreStop: "sleep 5s", Cut: 4, Clients: []string{"error (eof): EOF"}, ProxySIGTERM: at(6.9)},
+	}}
+	r.MeshProxy.Checks.Add("A: every request through the proxy completes", "4 of 4", true, "%d completed", 4)
+	md := Markdown(r, ".")
+	for _, want := range []string{
+		"| 6. A naive proxy sidecar in front of the app | passed |",
+		"## 6. A naive proxy sidecar in front of the app",
+		"| A: proxy named istio-proxy (mesh handling) | `routing=5s work=20s cleanup=2s proxy=5s margin=3s grace=35s` | 35 | sleep 5s | sleep 27s | 4 / 0 |",
+		"A: proxy named istio-proxy (mesh handling): 4 of 4 requests completed, proxy SIGTERM 28.50 s",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the mesh scenario renders without %q:\n%s", want, md)
+		}
+	}
+}

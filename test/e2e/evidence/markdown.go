@@ -262,6 +262,27 @@ func Markdown(r *Run, assets string) string {
 		checksTable(&b, s.Checks)
 	}
 
+	if m := r.MeshProxy; m != nil {
+		b.WriteString("## 6. A naive proxy sidecar in front of the app\n\n")
+		fmt.Fprintf(&b, "Each Pod runs the drain app behind `tcpproxy` (test/images/tcpproxy): clients reach the app only through the\n"+
+			"proxy, which exits at once on SIGTERM, like a mesh proxy without a drain. %d requests of %s each run through it\n"+
+			"when the Pod is deleted. Named `istio-proxy`, graceguard handles it as a mesh proxy (docs/meshes.md): it waits\n"+
+			"for the app's whole shutdown before its SIGTERM. Under another name graceguard treats it like any container,\n"+
+			"as it did before mesh awareness: the routing delay's sleep, then SIGTERM with the app.\n\n", m.Requests, secs(m.Request))
+		b.WriteString("| arm | budget | grace | app preStop | proxy preStop | completed / cut | app SIGTERM | app done | proxy SIGTERM | Pod gone |\n|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, a := range m.Arms {
+			fmt.Fprintf(&b, "| %s | `%s` | %d | %s | %s | %d / %d | %s | %s | %s | %s |\n", cell(a.Name), OrNone(a.Budget), a.Grace, a.AppPreStop, a.ProxyPreStop,
+				a.Completed, a.Cut, at(a.AppSIGTERM), at(a.AppShutdown), at(a.ProxySIGTERM), at(a.PodGone))
+		}
+		b.WriteString("\nClients, per arm: ")
+		var parts []string
+		for _, a := range m.Arms {
+			parts = append(parts, fmt.Sprintf("%s: %s", a.Name, strings.Join(a.Clients, ", ")))
+		}
+		b.WriteString(strings.Join(parts, "; ") + ".\n\n")
+		checksTable(&b, m.Checks)
+	}
+
 	if t := r.Tune; t != nil {
 		tuneSection(&b, t)
 	}
@@ -276,12 +297,16 @@ func Markdown(r *Run, assets string) string {
 			fmt.Fprintf(&b, "Failure of \"%s\":\n\n```\n%s\n```\n\n", s.Name, s.Failure)
 		}
 	}
-	fmt.Fprintf(&b, "Images: `%s` (%s), `%s` (%s).\n", r.Env.WebhookImage, r.Env.WebhookDigest, r.Env.DrainappImage, r.Env.DrainappDigest)
+	fmt.Fprintf(&b, "Images: `%s` (%s), `%s` (%s)", r.Env.WebhookImage, r.Env.WebhookDigest, r.Env.DrainappImage, r.Env.DrainappDigest)
+	if r.Env.TcpproxyImage != "" {
+		fmt.Fprintf(&b, ", `%s` (%s)", r.Env.TcpproxyImage, r.Env.TcpproxyDigest)
+	}
+	b.WriteString(".\n")
 	return b.String()
 }
 
 func tuneSection(b *strings.Builder, t *Tune) {
-	b.WriteString("## 6. Budgets from evidence: observe, recommend, apply\n\n")
+	b.WriteString("## 7. Budgets from evidence: observe, recommend, apply\n\n")
 	fmt.Fprintf(b, "Deployment `%s/%s`, %d replicas, Pod template annotations `%s` and `terminationGracePeriodSeconds: %d`\n"+
 		"(a team that trimmed its grace to the budget). The app's drain really takes longer than 5 s: the load sends %d requests/s\n"+
 		"of %s work through the router of scenario 3 (lag %s, client timeout %s), and requests admitted until the router\n"+
@@ -464,6 +489,14 @@ func summary(r *Run, name string) string {
 			}
 			return strings.Join(parts, "; ")
 		}
+	case "mesh":
+		if m := r.MeshProxy; m != nil {
+			var parts []string
+			for _, a := range m.Arms {
+				parts = append(parts, fmt.Sprintf("%s: %d of %d requests completed, proxy SIGTERM %s, app done %s", a.Name, a.Completed, a.Completed+a.Cut, at(a.ProxySIGTERM), at(a.AppShutdown)))
+			}
+			return strings.Join(parts, "; ")
+		}
 	case "self":
 		if s := r.SelfRollout; s != nil {
 			var fo, rej float64
@@ -518,6 +551,10 @@ Stand-ins, and what they hide:
   Service's ClusterIP. A terminating replica leaves that choice as soon as its endpoint turns not-ready; behind a real
   ClusterIP, kube-proxy's convergence lag would apply as well (graceguard's preStop sleep and shutdown delay are
   there for that).
+- **A naive TCP proxy instead of Envoy or linkerd2-proxy** (scenario 6). It has the one property the scenario is
+  about, exiting on SIGTERM while connections run through it; it does not intercept traffic with iptables, so clients
+  address its port directly. What graceguard does for real Istio and Linkerd Pods (their injectors' shapes, both
+  webhook orders) is proven against stand-in injectors on a real kube-apiserver in envtest, not on this node.
 - **Images without a registry**, built from this checkout and imported into containerd (` + "`imagePullPolicy: Never`" + `).
 
 `
