@@ -92,7 +92,7 @@ var _ = Describe("kubectl graceguard audit", Ordered, func() {
 ReplicaSet %[1]s/legacy-5d8f7: skipped: its Pod template is its controller's, Deployment legacy, audited there [owned-by-workload]
 ReplicationController %[1]s/nginx [enforce]: allowed (2 changes; namespace %[1]s not opted in: as if it were)
   warning: spec.template.spec.containers[0].readinessProbe: serving container has none; set graceguard.io/readiness-path
-Pod %[1]s/worker [enforce]: allowed (2 changes; namespace %[1]s not opted in: as if it were)
+Pod %[1]s/worker [enforce]: allowed (3 changes; namespace %[1]s not opted in: as if it were)
 
 4 objects: 1 denied, 2 allowed, 1 skipped
 skipped: 1 owned by a workload audited itself
