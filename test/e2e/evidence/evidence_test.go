@@ -117,3 +117,29 @@ func TestRendersTheMeshProxyScenario(t *testing.T) {
 		}
 	}
 }
+
+// testdata/run-tune.json is a real run with scenario 7 (budgets from
+// evidence): its rounds, the recommend output and the report table render.
+func TestRendersTheTuneScenario(t *testing.T) {
+	r, err := Read(filepath.Join("testdata", "run-tune.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Tune == nil || len(r.Tune.Rounds) != 3 {
+		t.Fatalf("the run has no scenario 7 with three rounds: %+v", r.Tune)
+	}
+	md := Markdown(r, "e2e")
+	for _, want := range []string{
+		"| 7. Budgets from evidence: observe, recommend, apply | passed |",
+		"## 7. Budgets from evidence: observe, recommend, apply",
+		"| 1. restart, max-work 5s | `routing=5s work=5s cleanup=2s margin=3s grace=15s` |",
+		"kubectl graceguard recommend -n gg-e2e-tune",
+		"NAME             WORKLOAD     SAMPLES",
+		"Warning ShutdownKilled:",
+		"| round 3: no failed request | 0 failed | 0 failed of",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the Markdown lacks %q", want)
+		}
+	}
+}
