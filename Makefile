@@ -5,9 +5,11 @@ SHELL := /usr/bin/env bash -o pipefail
 
 GO ?= go
 BIN := $(CURDIR)/bin
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X github.com/graceguard/graceguard/pkg/cli.Version=$(VERSION)
-IMG ?= registry.local/graceguard:$(VERSION)
+# vX.Y.Z at a tag, vX.Y.Z-N-g<sha> after one, v0.0.0-dev+<sha> without (hack/version.sh).
+VERSION ?= $(shell hack/version.sh)
+LDFLAGS := -s -w -X github.com/graceguard/graceguard/internal/version.Version=$(VERSION)
+# Image tags cannot hold '+': build metadata becomes '_' (as Kubernetes' own images do).
+IMG ?= registry.local/graceguard:$(subst +,_,$(VERSION))
 FUZZTIME ?= 30s
 
 ##@ General

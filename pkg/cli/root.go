@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/graceguard/graceguard/internal/version"
 )
 
 // Exit codes.
@@ -16,10 +17,9 @@ const (
 	ExitUsage  = 2 // bad flags or unreadable input; nothing was evaluated
 )
 
-// Version is the plugin's version, set at link time with
-// -ldflags "-X github.com/graceguard/graceguard/pkg/cli.Version=v1.2.3";
-// when empty, the module version from the build info is shown.
-var Version string
+// Version is the plugin's version: internal/version.Get, which `make build`
+// and `make dist` set at link time from git tags (hack/version.sh).
+var Version = version.Get()
 
 // errDenied ends a run whose report was already printed with ExitDenied.
 var errDenied = errors.New("denied")
@@ -81,20 +81,12 @@ func newVersionCmd() *cobra.Command {
 		Short: "Print the plugin's version",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "kubectl-graceguard %s\n", version())
+			info := version.GetInfo()
+			info.Version = Version
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "kubectl-graceguard %s\n", info)
 			return err
 		},
 	}
-}
-
-func version() string {
-	if Version != "" {
-		return Version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
 }
 
 // noArgs refuses positional arguments, pointing at -f for what was most
