@@ -33,6 +33,7 @@ fmt: ## Format the code.
 vet: chart-docs-check ## Check formatting, go vet, and that the chart README is generated.
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	cd hack/cert-manager && GOWORK=off $(GO) vet ./...
 
 .PHONY: golden
 golden: ## Regenerate golden files and generated docs after an intended change (review the diff!).
@@ -49,8 +50,8 @@ demo: ## Run graceguard on a real kube-apiserver + etcd built on this machine, a
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) run ./hack/demo $(DEMO_ARGS)
 
 .PHONY: test
-test: vet ## Run every test: unit, golden, handler, CLI, chart, envtest (real kube-apiserver) and fuzz seeds.
-	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test ./...
+test: vet ## Run every test: unit, golden, handler, CLI, chart, envtest (real kube-apiserver, and cert-manager mode with cert-manager) and fuzz seeds.
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" CERT_MANAGER_ASSETS="$$(hack/cert-manager-assets.sh)" $(GO) test ./...
 
 .PHONY: bench
 bench: ## Benchmark engine and handlers, the webhook under TLS load next to a no-op baseline, and Pod creation through a real kube-apiserver; writes docs/benchmarks.{md,json,-latency.svg}.
@@ -62,6 +63,10 @@ fuzz: ## Fuzz the parsers, the mutation invariants and the webhook's Pod decode 
 	$(GO) test ./pkg/budget -run '^$$' -fuzz FuzzBudgetGrace -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/mutate -run '^$$' -fuzz FuzzMutate -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/webhook -run '^$$' -fuzz FuzzLeanDecodeReadsLikeTheAPIMachinery -fuzztime $(FUZZTIME)
+
+.PHONY: cert-manager-assets
+cert-manager-assets: ## Build or reuse cert-manager's controller and cainjector, and its CRDs (bin/cert-manager/<version>/).
+	@hack/cert-manager-assets.sh
 
 .PHONY: envtest-assets
 envtest-assets: ## Build or reuse kube-apiserver and etcd for envtest (bin/k8s/<version>/).
