@@ -106,6 +106,18 @@ test-cluster: ## Smoke-test the local cluster harness (root; ~30 s warm, ~5 min 
 
 ##@ Packaging
 
+.PHONY: dist
+dist: ## Release artifacts into dist/: plugin and webhook for linux/darwin (amd64, arm64) and windows/amd64 as archives, checksums, krew manifest, multi-arch OCI image (no Docker).
+	$(GO) run ./hack/dist -version $(VERSION) -out dist
+
+.PHONY: dist-check
+dist-check: ## Check dist/: checksums, each binary's platform and version, krew's own validation and install of every platform, image-oci reproduces the release image.
+	$(GO) test -tags dist ./test/dist/ -count=1 -v
+
+.PHONY: image-oci
+image-oci: ## Build the webhook's multi-arch (linux/amd64, linux/arm64) OCI image without Docker into dist/image/ (what make e2e installs).
+	$(GO) run ./hack/dist -version $(VERSION) -image-only -out dist/image
+
 .PHONY: image
-image: ## Build the container image from the Dockerfile (needs a Docker engine; none on the dev VMs).
+image: ## Build the same image from the Dockerfile with a Docker engine (none on the dev VMs; make image-oci needs none).
 	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .

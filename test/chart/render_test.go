@@ -52,7 +52,7 @@ func TestDefaultsRunTwoSpreadReplicasProtectedByABudget(t *testing.T) {
 	if pod.Spec.PriorityClassName != "" {
 		t.Errorf("priorityClassName = %q by default, want none", pod.Spec.PriorityClassName)
 	}
-	if got := r.container(t).Image; got != "registry.local/graceguard:0.1.0" {
+	if got := r.container(t).Image; got != "registry.local/graceguard:v0.1.0" {
 		t.Errorf("image = %q, want the repository at the chart's appVersion", got)
 	}
 }
