@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
+	"strconv"
 
 	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -78,9 +80,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	info := version.GetInfo()
 	log.Info("starting graceguard webhook", "version", info.Version, "go", info.GoVersion, "platform", info.Platform)
 
+	if limit, ok := memoryLimit(os.Getenv); ok {
+		debug.SetMemoryLimit(limit)
+		log.Info("Go heap kept under 90% of the container's memory limit", "bytes", limit)
+	}
+
 	if err := server.Run(ctx, cfg); err != nil {
 		log.Error(err, "webhook stopped")
 		return exitError
 	}
 	return exitOK
+}
+
+// memoryLimit is the soft limit for the Go heap: 90% of the container's
+// memory limit, which the chart passes as GRACEGUARD_MEMORY_LIMIT (bytes,
+// from the downward API), so the garbage collector works harder before the
+// kernel's OOM killer would. GOMEMLIMIT, when set, wins (the runtime reads it).
+func memoryLimit(getenv func(string) string) (int64, bool) {
+	if getenv("GOMEMLIMIT") != "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(getenv("GRACEGUARD_MEMORY_LIMIT"), 10, 64)
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	return n / 10 * 9, true
 }

@@ -39,6 +39,24 @@ func TestRun(t *testing.T) {
 			wantOut:  []string{`invalid argument "strict" for "--default-mode" flag: "strict" is not one of enforce, warn`},
 		},
 		{
+			name:     "review limits out of range exit 2 naming each flag",
+			args:     []string{"--webhook-timeout=31s", "--max-concurrent-reviews=0"},
+			wantCode: exitUsage,
+			wantOut:  []string{"--webhook-timeout=31s: want 1s to 30s", "--max-concurrent-reviews=0: want 1 to 10000"},
+		},
+		{
+			name:     "an in-flight budget smaller than the largest review exits 2",
+			args:     []string{"--max-inflight-review-bytes=1Mi"},
+			wantCode: exitUsage,
+			wantOut:  []string{"--max-inflight-review-bytes=1048576: want at least 7340032 (7Mi), the largest review"},
+		},
+		{
+			name:     "a byte count that is not one exits 2 saying what is accepted",
+			args:     []string{"--max-inflight-review-bytes=lots"},
+			wantCode: exitUsage,
+			wantOut:  []string{`"lots" is not a byte count: want a quantity like 16Mi or 16777216`},
+		},
+		{
 			name:     "an unknown flag exits 2",
 			args:     []string{"--no-such-flag"},
 			wantCode: exitUsage,
@@ -79,6 +97,27 @@ func TestRun(t *testing.T) {
 				if !strings.Contains(out.String(), w) {
 					t.Errorf("output lacks %q:\n%s", w, out.String())
 				}
+			}
+		})
+	}
+}
+
+func TestMemoryLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		env       map[string]string
+		want      int64
+		wantLimit bool
+	}{
+		{"90% of the container's limit", map[string]string{"GRACEGUARD_MEMORY_LIMIT": "134217728"}, 120795948, true},
+		{"GOMEMLIMIT wins", map[string]string{"GRACEGUARD_MEMORY_LIMIT": "134217728", "GOMEMLIMIT": "100MiB"}, 0, false},
+		{"no limit", map[string]string{}, 0, false},
+		{"not a number", map[string]string{"GRACEGUARD_MEMORY_LIMIT": "128Mi"}, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := memoryLimit(func(k string) string { return tc.env[k] })
+			if got != tc.want || ok != tc.wantLimit {
+				t.Errorf("memoryLimit = %d, %v; want %d, %v", got, ok, tc.want, tc.wantLimit)
 			}
 		})
 	}

@@ -59,6 +59,13 @@ func ParseDuration(s string) (time.Duration, error) {
 	if t == "" {
 		return 0, &ParseError{Value: s, Err: ErrSyntax}
 	}
+	if t[0] == '-' {
+		// Negative, even "-0": a minus sign is a mistake in a budget term.
+		if _, err := time.ParseDuration(t); err != nil && !isDigits(t[1:]) {
+			return 0, &ParseError{Value: s, Err: ErrSyntax}
+		}
+		return 0, &ParseError{Value: s, Err: ErrNegative}
+	}
 	if isDigits(t) || (t[0] == '-' && isDigits(t[1:])) {
 		n, err := strconv.ParseInt(t, 10, 64)
 		if err != nil || n > int64(MaxTerm/time.Second) {

@@ -190,9 +190,10 @@ func (l Lifetimes) String() string {
 // The loser of a race gets a conflict, retries with back-off from its
 // cache, finds the winner's valid certificates and keeps them.
 //
-// The manager's credentials need: get, list, watch on Secrets in
-// Namespace and update on SecretName; get, list, watch on
-// mutating/validatingwebhookconfigurations and update on the two names.
+// The manager's credentials need get, list, watch and update on the Secret
+// SecretName in Namespace and on the two webhook configurations, by name
+// only: the rotator's lists and watches are narrowed to those names (see
+// narrowedManager).
 //
 // AddRotator can be called once per process.
 func AddRotator(mgr manager.Manager, cfg Config, ready chan struct{}) error {
@@ -205,7 +206,7 @@ func AddRotator(mgr manager.Manager, cfg Config, ready chan struct{}) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("certs: %w", err)
 	}
-	if err := rotator.AddRotator(mgr, newRotator(cfg.WithDefaults(), ready)); err != nil {
+	if err := rotator.AddRotator(narrow(mgr, cfg), newRotator(cfg.WithDefaults(), ready)); err != nil {
 		return fmt.Errorf("certs: setting up rotation of Secret %s/%s: %w", cfg.Namespace, cfg.SecretName, err)
 	}
 	return nil

@@ -15,9 +15,11 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/graceguard/graceguard/pkg/budget"
 	"github.com/graceguard/graceguard/pkg/mutate"
+	"github.com/graceguard/graceguard/pkg/webhook"
 )
 
 // Config is everything cmd/webhook needs.
@@ -51,6 +53,10 @@ type Config struct {
 	ServiceName                    string
 	MutatingWebhookConfiguration   string
 	ValidatingWebhookConfiguration string
+	// Limits bound the reviews in flight: their number, their bodies'
+	// bytes and their time (--webhook-timeout, which also sizes the
+	// server's read and write timeouts).
+	Limits webhook.Limits
 	// EnableHTTP2 serves the webhooks over HTTP/2 too. Off by default, as
 	// kubebuilder does, because of the HTTP/2 rapid-reset and stream
 	// cancellation CVEs (CVE-2023-44487, CVE-2023-39325).
@@ -81,6 +87,7 @@ func Default() Config {
 		ServiceName:                    "graceguard",
 		MutatingWebhookConfiguration:   "graceguard",
 		ValidatingWebhookConfiguration: "graceguard",
+		Limits:                         webhook.DefaultLimits(),
 	}
 }
 
@@ -99,6 +106,9 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.ServiceName, "service-name", c.ServiceName, "self-managed: the webhook's Service, whose DNS names the certificate covers")
 	fs.StringVar(&c.MutatingWebhookConfiguration, "mutating-webhook-configuration", c.MutatingWebhookConfiguration, "self-managed: the MutatingWebhookConfiguration to inject the CA into")
 	fs.StringVar(&c.ValidatingWebhookConfiguration, "validating-webhook-configuration", c.ValidatingWebhookConfiguration, "self-managed: the ValidatingWebhookConfiguration to inject the CA into")
+	fs.Var(timeoutValue{&c.Limits.Timeout}, "webhook-timeout", "the largest timeoutSeconds of graceguard's webhook configurations: a review ends by then (or by the shorter ?timeout= its request names), the namespace read a fifth earlier (at least 1s), and the server's read and write timeouts are sized to it; 1s to 30s")
+	fs.Int64Var(&c.Limits.MaxInFlight, "max-concurrent-reviews", c.Limits.MaxInFlight, "reviews handled at once; more wait (at most 128 of them, for at most 1s) or are refused with 429")
+	fs.Var(&bytesValue{&c.Limits.InFlightBytes}, "max-inflight-review-bytes", "request bytes the reviews handled at once may hold together (e.g. 16Mi); at least 7Mi, the largest review")
 	fs.BoolVar(&c.EnableHTTP2, "enable-http2", c.EnableHTTP2, "serve the webhooks over HTTP/2 as well as HTTP/1.1 (off: HTTP/2 rapid-reset CVEs)")
 }
 
@@ -140,6 +150,9 @@ func (c Config) Validate() error {
 	}
 	if c.DrainTimeout < time.Second || c.DrainTimeout > 5*time.Minute {
 		errs = append(errs, fmt.Errorf("--drain-timeout=%s: want 1s to 5m", c.DrainTimeout))
+	}
+	if err := c.Limits.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	switch c.CertMode {
 	case CertModeFiles:
@@ -192,6 +205,53 @@ func (v durationValue) Set(s string) error {
 	return nil
 }
 func (v durationValue) Type() string { return "duration" }
+
+// timeoutValue is a pflag.Value for a Go duration or whole seconds.
+type timeoutValue struct{ d *time.Duration }
+
+func (v timeoutValue) String() string {
+	if v.d == nil {
+		return ""
+	}
+	return budget.Format(*v.d)
+}
+func (v timeoutValue) Set(s string) error {
+	if n, err := strconv.Atoi(s); err == nil {
+		*v.d = time.Duration(n) * time.Second
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration: want a Go duration (5s) or whole seconds (5)", s)
+	}
+	*v.d = d
+	return nil
+}
+func (v timeoutValue) Type() string { return "duration" }
+
+// bytesValue is a pflag.Value for a byte count in Kubernetes quantity
+// notation: 16Mi, 16777216.
+type bytesValue struct{ n *int64 }
+
+func (v *bytesValue) String() string {
+	if v.n == nil {
+		return ""
+	}
+	return resource.NewQuantity(*v.n, resource.BinarySI).String()
+}
+func (v *bytesValue) Set(s string) error {
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a byte count: want a quantity like 16Mi or 16777216", s)
+	}
+	n, ok := q.AsInt64()
+	if !ok {
+		return fmt.Errorf("%q is not a whole number of bytes: want a quantity like 16Mi", s)
+	}
+	*v.n = n
+	return nil
+}
+func (v *bytesValue) Type() string { return "bytes" }
 
 // choiceValue is a pflag.Value limited to a fixed set of strings.
 type choiceValue[T ~string] struct {

@@ -31,7 +31,9 @@ func preStopLength(h *corev1.LifecycleHandler) hookLength {
 	case h == nil:
 		return hookLength{Known: true}
 	case h.Sleep != nil:
-		return hookLength{D: time.Duration(h.Sleep.Seconds) * time.Second, Known: true, Desc: "sleep " + strconv.FormatInt(h.Sleep.Seconds, 10) + "s"}
+		// secs saturates: 9223372037 seconds must not wrap to a negative
+		// duration that fits every grace period.
+		return hookLength{D: secs(h.Sleep.Seconds), Known: true, Desc: "sleep " + strconv.FormatInt(h.Sleep.Seconds, 10) + "s"}
 	case h.Exec != nil:
 		return execLength(h.Exec.Command)
 	case h.HTTPGet != nil:
@@ -44,9 +46,7 @@ func preStopLength(h *corev1.LifecycleHandler) hookLength {
 
 func execLength(cmd []string) hookLength {
 	desc := "exec " + strings.Join(cmd, " ")
-	if len(desc) > 60 {
-		desc = desc[:57] + "..."
-	}
+	desc = shortenTo(desc, 60)
 	if len(cmd) == 0 {
 		return hookLength{Desc: desc}
 	}
@@ -177,9 +177,14 @@ func isShellForm(c *corev1.Container) bool {
 	return !strings.HasPrefix(script, "exec ")
 }
 
+// secs converts whole seconds from a Pod spec to a duration, saturating at
+// infinite; negative counts (which the API refuses) are 0.
 func secs(n int64) time.Duration {
-	if n > int64(infinite/time.Second) {
+	switch {
+	case n > int64(infinite/time.Second):
 		return infinite
+	case n < 0:
+		return 0
 	}
 	return time.Duration(n) * time.Second
 }

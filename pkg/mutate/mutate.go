@@ -145,40 +145,99 @@ func preStopHandler(h PreStopHandler, seconds int64) *corev1.LifecycleHandler {
 	return &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: seconds}}
 }
 
+// MaxTreatedContainers bounds the containers graceguard treats in one Pod,
+// and with it the size of a patch: a few hundred bytes for each treated
+// container keeps the largest answer under 64 KiB. Real Pods treat one to a
+// handful (the app and its proxies).
+const MaxTreatedContainers = 32
+
 // selectTargets picks the containers to treat: the ones named in
 // graceguard.io/containers (regular containers or native sidecars), else
-// every regular container.
+// every regular container. Names that match no treatable container make
+// one finding for the annotation, however many there are.
 func selectTargets(t Target, s Settings, p paths) ([]container, []Finding) {
-	all := t.containers()
 	if s.Containers == nil {
-		out := make([]container, 0, len(t.Spec.Containers))
-		for _, c := range all {
-			if !c.sidecar {
-				out = append(out, c)
-			}
+		// Counted before anything is built for them: a Pod of 10,000
+		// containers costs one finding.
+		if n := len(t.Spec.Containers); n > MaxTreatedContainers {
+			return nil, []Finding{{DenyTooManyContainers, &field.Error{Type: field.ErrorTypeTooMany,
+				Field: t.SpecPath.Child("containers").String(), BadValue: int64(n),
+				Detail: fmt.Sprintf("graceguard treats at most %d containers of a Pod; name the ones that serve traffic in %s, or opt the Pod out with %s: \"false\"",
+					MaxTreatedContainers, AnnotationContainers, AnnotationInject)}}}
+		}
+		return t.regularContainers(), nil
+	}
+	all := t.containers()
+	byName := make(map[string]int, len(all))
+	for i, c := range all {
+		if _, dup := byName[c.c.Name]; !dup {
+			byName[c.c.Name] = i
+		}
+	}
+	var out []container
+	var missing []string
+	for _, name := range s.Containers {
+		if i, ok := byName[name]; ok {
+			out = append(out, all[i])
+		} else {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) == 0 {
+		// Names are unique, so at most MaxAnnotationValueLength/2 of them.
+		if len(out) > MaxTreatedContainers {
+			return nil, []Finding{{DenyTooManyContainers, field.Invalid(p.pod.Key(AnnotationContainers), clip(strings.Join(s.Containers, ",")),
+				fmt.Sprintf("names %d containers; graceguard treats at most %d containers of a Pod", len(out), MaxTreatedContainers))}}
 		}
 		return out, nil
 	}
-	var out []container
-	var bad []Finding
-	path := p.pod.Key(AnnotationContainers)
-	value := strings.Join(s.Containers, ",")
-	for _, name := range s.Containers {
-		i := slices.IndexFunc(all, func(c container) bool { return c.c.Name == name })
-		if i >= 0 {
-			out = append(out, all[i])
-			continue
-		}
-		detail := fmt.Sprintf("no container named %q; treatable containers: %s", name, joinQuoted(names(all)))
-		if slices.ContainsFunc(t.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == name }) {
-			detail = fmt.Sprintf("%q is a regular init container: the API allows no preStop hook or probes there (only native sidecars, restartPolicy: Always)", name)
-		}
-		if slices.ContainsFunc(t.Spec.EphemeralContainers, func(c corev1.EphemeralContainer) bool { return c.Name == name }) {
-			detail = fmt.Sprintf("%q is an ephemeral container: the API allows no preStop hook or probes there", name)
-		}
-		bad = append(bad, Finding{DenyInvalidAnnotation, field.Invalid(path, value, detail)})
+	return out, []Finding{{DenyInvalidAnnotation, field.Invalid(p.pod.Key(AnnotationContainers),
+		clip(strings.Join(s.Containers, ",")), missingContainers(t, all, missing))}}
+}
+
+// missingContainers explains names that match no treatable container,
+// grouped by why (a regular init container, an ephemeral container, no
+// container at all), listing a few names of each group and the treatable
+// containers.
+func missingContainers(t Target, all []container, missing []string) string {
+	kind := make(map[string]string, len(t.Spec.InitContainers)+len(t.Spec.EphemeralContainers))
+	for _, c := range t.Spec.InitContainers {
+		kind[c.Name] = "init"
 	}
-	return out, bad
+	for _, c := range t.Spec.EphemeralContainers {
+		kind[c.Name] = "ephemeral"
+	}
+	var unknown, init, ephemeral []string
+	for _, n := range missing {
+		switch kind[n] {
+		case "init":
+			init = append(init, n)
+		case "ephemeral":
+			ephemeral = append(ephemeral, n)
+		default:
+			unknown = append(unknown, n)
+		}
+	}
+	var parts []string
+	if len(unknown) > 0 {
+		parts = append(parts, plural(unknown, "no container named ", "no containers named ")+joinQuoted(unknown))
+	}
+	if len(init) > 0 {
+		parts = append(parts, joinQuoted(init)+plural(init, " is a regular init container", " are regular init containers")+
+			": the API allows no preStop hook or probes there (only native sidecars, restartPolicy: Always)")
+	}
+	if len(ephemeral) > 0 {
+		parts = append(parts, joinQuoted(ephemeral)+plural(ephemeral, " is an ephemeral container", " are ephemeral containers")+
+			": the API allows no preStop hook or probes there")
+	}
+	return strings.Join(parts, "; ") + "; treatable containers: " + joinQuoted(names(all))
+}
+
+func plural(list []string, one, many string) string {
+	if len(list) == 1 {
+		return one
+	}
+	return many
 }
 
 func names(cs []container) []string {

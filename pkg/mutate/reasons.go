@@ -28,9 +28,10 @@ var reasonDocs = map[Reason]struct{ kind, text string }{
 	DenyHookExceedsGrace:    {"denial", "A preStop hook lasts as long as or longer than the grace period it runs in (the Pod's, or a liveness/startup probe's): the kubelet would kill it."},
 	DenyBudgetExceedsGrace:  {"denial", "routing + work + cleanup + margin is more than `terminationGracePeriodSeconds`."},
 	DenyBudgetOverCap:       {"denial", "The budget needs more grace than `--max-grace-period` (default 10m, the cluster autoscaler's cap)."},
-	DenyInvalidAnnotation:   {"denial", "A `graceguard.io/*` annotation on the Pod (or template) does not parse, is negative, over 1h, or names no container."},
+	DenyInvalidAnnotation:   {"denial", "A `graceguard.io/*` annotation on the Pod (or template) does not parse, is negative, over 1h, longer than 4096 bytes, or names no container."},
 	DenyInvalidNamespace:    {"denial", "A `graceguard.io/*` label or annotation on the namespace does not parse."},
 	DenyNotMutated:          {"denial", "Enforce mode, and a treated container lacks the preStop sleep graceguard adds: the mutating webhook did not run (its `Ignore` failure policy during an outage). The controller's retry is mutated."},
+	DenyTooManyContainers:   {"denial", "More than 32 containers to treat in one Pod (the bound that keeps every answer small): name the ones that serve traffic in `graceguard.io/containers`, or opt the Pod out."},
 }
 
 // Describe explains a reason in one sentence.

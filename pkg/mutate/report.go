@@ -2,6 +2,7 @@ package mutate
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,6 +53,7 @@ const (
 	DenyInvalidAnnotation  Reason = "invalid-annotation"
 	DenyInvalidNamespace   Reason = "invalid-namespace-setting"
 	DenyNotMutated         Reason = "not-mutated"
+	DenyTooManyContainers  Reason = "too-many-containers"
 )
 
 // AllReasons lists every reason, for docs and for bounding metric labels.
@@ -59,7 +61,7 @@ var AllReasons = []Reason{
 	SkipNotOptedIn, SkipExcluded, SkipMirrorPod, SkipOptedOut, SkipNotApplicable,
 	ChangePreStop, ChangeGrace, ChangeReadiness, ChangeLiveness, ChangeBudget,
 	WarnShellForm, WarnLivenessIsReadiness, WarnNoReadiness, WarnHookUnknownLength, WarnNoProbePort, WarnWouldChange,
-	DenyHookExceedsGrace, DenyBudgetExceedsGrace, DenyBudgetOverCap, DenyInvalidAnnotation, DenyInvalidNamespace, DenyNotMutated,
+	DenyHookExceedsGrace, DenyBudgetExceedsGrace, DenyBudgetOverCap, DenyInvalidAnnotation, DenyInvalidNamespace, DenyNotMutated, DenyTooManyContainers,
 }
 
 // Change is one addition Mutate made.
@@ -97,6 +99,33 @@ const MaxWarningLength = 120
 const MaxDenialWarningLength = 256
 
 func shorten(s string) string { return shortenTo(s, MaxWarningLength) }
+
+// Bounds on what one review can make graceguard say. Whatever a Pod
+// carries (10,000 containers, a megabyte of annotation), an answer stays
+// a few kilobytes: the API server keeps at most 4096 bytes of warnings
+// anyway, and a person reads the first few problems, fixes them and tries
+// again. The CLI reads the Report itself and lists everything.
+const (
+	// MaxValueLength bounds a user-supplied value quoted in a message.
+	MaxValueLength = 64
+	// MaxListedViolations bounds the violations a denial lists; the rest
+	// are counted in one last line.
+	MaxListedViolations = 10
+	// MaxRecordedViolations bounds the violations a Report holds; the rest
+	// are only counted (Report.Unlisted).
+	MaxRecordedViolations = 100
+	// MaxListedWarnings bounds the warnings of one answer, likewise.
+	MaxListedWarnings = 10
+)
+
+// clip shortens a user-supplied value for a message, saying how long it
+// really was: "app,proxy,side... (8700 bytes)".
+func clip(v string) string {
+	if len(v) <= MaxValueLength {
+		return v
+	}
+	return shortenTo(v, MaxValueLength) + " (" + strconv.Itoa(len(v)) + " bytes)"
+}
 
 func shortenTo(s string, n int) string {
 	if len(s) <= n {
@@ -148,12 +177,18 @@ type Report struct {
 	Changes            []Change
 	Warnings           []Finding
 	Violations         []Finding
+	// Unlisted counts the violations found beyond MaxRecordedViolations,
+	// which are not in Violations.
+	Unlisted int
 }
 
 // Denied reports whether admission must be refused.
 func (r *Report) Denied() bool {
 	return r.Stage == StageValidate && r.Mode != ModeWarn && len(r.Violations) > 0
 }
+
+// ViolationCount is the number of violations found, recorded or not.
+func (r *Report) ViolationCount() int { return len(r.Violations) + r.Unlisted }
 
 // Patch is the JSON patch that applies the report's changes, or nil when
 // nothing was applied.
@@ -170,47 +205,64 @@ func (r *Report) Patch() []Operation {
 
 // AdmissionWarnings is what the API server shows the client: advice, plus,
 // in warn mode, what enforce mode would have changed or denied.
+//
+// At most MaxListedWarnings are returned; one last warning counts the rest.
 func (r *Report) AdmissionWarnings() []string {
 	var out []string
+	more := 0
+	say := func(w string) {
+		if len(out) < MaxListedWarnings {
+			out = append(out, w)
+		} else {
+			more++
+		}
+	}
 	for _, f := range r.Warnings {
-		out = append(out, f.Message())
+		say(f.Message())
 	}
-	if r.Mode != ModeWarn {
-		return out
-	}
-	switch r.Stage {
-	case StageMutate:
-		for _, c := range r.Changes {
-			if c.Reason != ChangeBudget {
-				out = append(out, shorten("enforce would set "+c.String()))
+	if r.Mode == ModeWarn {
+		switch r.Stage {
+		case StageMutate:
+			for _, c := range r.Changes {
+				if c.Reason != ChangeBudget {
+					say(shorten("enforce would set " + c.String()))
+				}
+			}
+		case StageValidate:
+			// The whole denial, value included: a person must be able to fix
+			// it from the warning alone. The API server keeps up to 256.
+			for _, v := range r.Violations {
+				say(shortenTo("enforce would deny: "+v.Err.Error(), MaxDenialWarningLength))
 			}
 		}
-	case StageValidate:
-		// The whole denial, value included: a person must be able to fix
-		// it from the warning alone. The API server keeps up to 256.
-		for _, v := range r.Violations {
-			out = append(out, shortenTo("enforce would deny: "+v.Err.Error(), MaxDenialWarningLength))
-		}
+	}
+	if more > 0 {
+		out = append(out, fmt.Sprintf("%d more warnings not listed; kubectl graceguard check lists them all", more))
 	}
 	return out
 }
 
-// Err is the error to deny with: a 422 Invalid status carrying every
-// violation with its field path, or nil when admission is allowed.
+// Err is the error to deny with: a 422 Invalid status carrying the
+// violations with their field paths (the first MaxListedViolations, and a
+// count of the rest), or nil when admission is allowed.
 func (r *Report) Err() error {
 	if !r.Denied() {
 		return nil
 	}
-	errs := make(field.ErrorList, len(r.Violations))
-	for i, v := range r.Violations {
+	n := min(len(r.Violations), MaxListedViolations)
+	errs := make(field.ErrorList, n, n+1)
+	for i, v := range r.Violations[:n] {
 		errs[i] = v.Err
 	}
+	if more := r.ViolationCount() - n; more > 0 {
+		// apimachinery joins the causes into the message with string
+		// concatenation, quadratic in their number: never hand it thousands.
+		errs = append(errs, &field.Error{Type: field.ErrorTypeTooMany, Field: r.Violations[n].Err.Field, BadValue: int64(more),
+			Detail: fmt.Sprintf("violations from here on not listed (a denial lists the first %d)", n)})
+	}
 	gk := schema.GroupKind{Kind: r.Kind}
-	switch r.Kind {
-	case "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet":
-		gk.Group = "apps"
-	case "Job", "CronJob":
-		gk.Group = "batch"
+	if w, ok := LookupWorkload(r.Kind); ok {
+		gk.Group = w.Group
 	}
 	name := r.Name
 	if name == "" {
@@ -242,7 +294,14 @@ func (r *Report) warn(reason Reason, path *field.Path, value any, format string,
 	r.Warnings = append(r.Warnings, Finding{Reason: reason, Err: field.Invalid(path, value, fmt.Sprintf(format, args...))})
 }
 
+// full reports whether the report holds MaxRecordedViolations already.
+func (r *Report) full() bool { return len(r.Violations) >= MaxRecordedViolations }
+
 func (r *Report) deny(reason Reason, err *field.Error) {
+	if len(r.Violations) >= MaxRecordedViolations {
+		r.Unlisted++
+		return
+	}
 	r.Violations = append(r.Violations, Finding{Reason: reason, Err: err})
 }
 
@@ -258,11 +317,20 @@ func (r *Report) ObjectRef() string {
 	return r.Kind + " " + r.Namespace + "/" + name
 }
 
-// joinQuoted renders names as `"a", "b"` for messages.
+// maxQuoted bounds the names joinQuoted lists.
+const maxQuoted = 5
+
+// joinQuoted renders names as `"a", "b"` for messages: at most maxQuoted
+// of them, then how many more.
 func joinQuoted(names []string) string {
-	q := make([]string, len(names))
-	for i, n := range names {
-		q[i] = fmt.Sprintf("%q", n)
+	n := min(len(names), maxQuoted)
+	q := make([]string, n)
+	for i, name := range names[:n] {
+		q[i] = strconv.Quote(name)
 	}
-	return strings.Join(q, ", ")
+	out := strings.Join(q, ", ")
+	if more := len(names) - n; more > 0 {
+		out += fmt.Sprintf(" and %d more", more)
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package mutate
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -221,10 +222,12 @@ func resolve(podAnn map[string]string, ns Namespace, opts Options, p paths) (Set
 	if s.Mode == "" {
 		s.Mode = ModeEnforce
 	}
+	podAnn, bad = withoutOversized(podAnn, p.pod, DenyInvalidAnnotation, bad)
+	ns.Annotations, bad = withoutOversized(ns.Annotations, p.ns, DenyInvalidNamespace, bad)
 	if v, ok := ns.Labels[LabelMode]; ok {
 		m, err := ParseMode(v)
 		if err != nil {
-			bad = append(bad, Finding{DenyInvalidNamespace, field.NotSupported(p.nsL.Key(LabelMode), v, []string{string(ModeEnforce), string(ModeWarn)})})
+			bad = append(bad, Finding{DenyInvalidNamespace, field.NotSupported(p.nsL.Key(LabelMode), clip(v), []string{string(ModeEnforce), string(ModeWarn)})})
 		} else {
 			s.Mode = m
 		}
@@ -235,7 +238,7 @@ func resolve(podAnn map[string]string, ns Namespace, opts Options, p paths) (Set
 			s.OptOut = true
 		case "true":
 		default:
-			bad = append(bad, Finding{DenyInvalidAnnotation, field.NotSupported(p.pod.Key(AnnotationInject), v, []string{"true", "false"})})
+			bad = append(bad, Finding{DenyInvalidAnnotation, field.NotSupported(p.pod.Key(AnnotationInject), clip(v), []string{"true", "false"})})
 		}
 	}
 
@@ -258,7 +261,7 @@ func resolve(podAnn map[string]string, ns Namespace, opts Options, p paths) (Set
 				if pe, ok := err.(*budget.ParseError); ok {
 					detail = pe.Problem()
 				}
-				bad = append(bad, Finding{layer.dr, field.Invalid(layer.path.Key(tk.key), v, detail)})
+				bad = append(bad, Finding{layer.dr, field.Invalid(layer.path.Key(tk.key), clip(v), detail)})
 				continue
 			}
 			s.Budget = s.Budget.Set(tk.term, d)
@@ -278,7 +281,7 @@ func resolve(podAnn map[string]string, ns Namespace, opts Options, p paths) (Set
 	if v, path, r, ok := str(AnnotationPreStop); ok {
 		h, err := ParsePreStopHandler(v)
 		if err != nil {
-			bad = append(bad, Finding{r, field.NotSupported(path, v, []string{string(PreStopSleep), string(PreStopExec), string(PreStopNone)})})
+			bad = append(bad, Finding{r, field.NotSupported(path, clip(v), []string{string(PreStopSleep), string(PreStopExec), string(PreStopNone)})})
 		} else {
 			s.PreStop = h
 		}
@@ -291,8 +294,9 @@ func resolve(podAnn map[string]string, ns Namespace, opts Options, p paths) (Set
 		if !ok {
 			continue
 		}
-		if !strings.HasPrefix(v, "/") || strings.ContainsAny(v, " \t\r\n") {
-			bad = append(bad, Finding{r, field.Invalid(path, v, "must be an HTTP path starting with / and without spaces, e.g. /readyz")})
+		if !validProbePath(v) {
+			bad = append(bad, Finding{r, field.Invalid(path, clip(v), fmt.Sprintf(
+				"must be an HTTP path starting with /, of printable ASCII without spaces, at most %d characters, e.g. /readyz", MaxProbePathLength))})
 			continue
 		}
 		*probe.dst = v
@@ -300,7 +304,7 @@ func resolve(podAnn map[string]string, ns Namespace, opts Options, p paths) (Set
 	if v, path, r, ok := str(AnnotationProbePort); ok {
 		port, err := parsePort(v)
 		if err != nil {
-			bad = append(bad, Finding{r, field.Invalid(path, v, err.Error())})
+			bad = append(bad, Finding{r, field.Invalid(path, clip(v), err.Error())})
 		} else {
 			s.ProbePort = &port
 		}
@@ -308,12 +312,64 @@ func resolve(podAnn map[string]string, ns Namespace, opts Options, p paths) (Set
 	if v, ok := podAnn[AnnotationContainers]; ok {
 		names, err := parseNames(v)
 		if err != nil {
-			bad = append(bad, Finding{DenyInvalidAnnotation, field.Invalid(p.pod.Key(AnnotationContainers), v, err.Error())})
+			bad = append(bad, Finding{DenyInvalidAnnotation, field.Invalid(p.pod.Key(AnnotationContainers), clip(v), err.Error())})
 		} else {
 			s.Containers = names
 		}
 	}
 	return s, bad
+}
+
+// MaxAnnotationValueLength bounds the value of every annotation graceguard
+// reads. The longest sensible one, a list of container names, needs a few
+// hundred bytes; the API server refuses a Pod whose annotations together
+// pass 256 KiB only after the webhooks ran, so without this bound a
+// megabyte of annotation would reach the parsers.
+const MaxAnnotationValueLength = 4096
+
+// readKeys are the annotations graceguard reads.
+var readKeys = []string{
+	AnnotationRoutingDelay, AnnotationMaxWork, AnnotationCleanup, AnnotationSafetyMargin, AnnotationPreStop,
+	AnnotationContainers, AnnotationReadinessPath, AnnotationLivenessPath, AnnotationProbePort, AnnotationInject,
+}
+
+// withoutOversized reports each annotation graceguard reads that is longer
+// than MaxAnnotationValueLength and returns ann without them (a copy, only
+// when there are any), so nothing is parsed from them. A finding always
+// stops mutation and denies, so leaving them out never admits them.
+func withoutOversized(ann map[string]string, path *field.Path, r Reason, bad []Finding) (map[string]string, []Finding) {
+	var out map[string]string
+	for _, k := range readKeys {
+		v, ok := ann[k]
+		if !ok || len(v) <= MaxAnnotationValueLength {
+			continue
+		}
+		bad = append(bad, Finding{r, field.Invalid(path.Key(k), clip(v),
+			fmt.Sprintf("longer than %d bytes, the most graceguard reads from an annotation", MaxAnnotationValueLength))})
+		if out == nil {
+			out = maps.Clone(ann)
+		}
+		delete(out, k)
+	}
+	if out == nil {
+		return ann, bad
+	}
+	return out, bad
+}
+
+// MaxProbePathLength bounds the probe paths graceguard writes into Pods.
+const MaxProbePathLength = 256
+
+func validProbePath(v string) bool {
+	if !strings.HasPrefix(v, "/") || len(v) > MaxProbePathLength {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] <= ' ' || v[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 func parsePort(v string) (intstr.IntOrString, error) {
@@ -330,17 +386,21 @@ func parsePort(v string) (intstr.IntOrString, error) {
 	return intstr.FromString(v), nil
 }
 
+// parseNames reads a comma-separated list of container names, in order,
+// without duplicates. Linear in the length of v, whatever it holds.
 func parseNames(v string) ([]string, error) {
 	var names []string
-	for _, n := range strings.Split(v, ",") {
+	seen := map[string]bool{}
+	for n := range strings.SplitSeq(v, ",") {
 		n = strings.TrimSpace(n)
 		if n == "" {
 			continue
 		}
 		if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
-			return nil, fmt.Errorf("container name %q is not valid: want a comma-separated list of container names, e.g. app,proxy", n)
+			return nil, fmt.Errorf("container name %q is not valid: want a comma-separated list of container names, e.g. app,proxy", clip(n))
 		}
-		if !slices.Contains(names, n) {
+		if !seen[n] {
+			seen[n] = true
 			names = append(names, n)
 		}
 	}

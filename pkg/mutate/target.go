@@ -3,6 +3,7 @@ package mutate
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -44,8 +45,57 @@ func ForPod(pod *corev1.Pod) Target {
 	}
 }
 
-// WorkloadKinds are the kinds whose Pod templates graceguard validates.
-var WorkloadKinds = []string{"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob"}
+// WorkloadKind is a kind whose Pod template graceguard validates, and
+// where in its objects the template lives.
+type WorkloadKind struct {
+	Group, Kind string
+	// TemplatePath is the field path of the Pod template.
+	TemplatePath []string
+}
+
+// Workloads are the kinds whose Pod templates graceguard validates.
+var Workloads = []WorkloadKind{
+	{"apps", "Deployment", []string{"spec", "template"}},
+	{"apps", "StatefulSet", []string{"spec", "template"}},
+	{"apps", "DaemonSet", []string{"spec", "template"}},
+	{"apps", "ReplicaSet", []string{"spec", "template"}},
+	{"batch", "Job", []string{"spec", "template"}},
+	{"batch", "CronJob", []string{"spec", "jobTemplate", "spec", "template"}},
+}
+
+// WorkloadKinds are the names of Workloads' kinds.
+var WorkloadKinds = func() []string {
+	out := make([]string, len(Workloads))
+	for i, w := range Workloads {
+		out[i] = w.Kind
+	}
+	return out
+}()
+
+// LookupWorkload returns the workload kind named kind.
+func LookupWorkload(kind string) (WorkloadKind, bool) {
+	for _, w := range Workloads {
+		if w.Kind == kind {
+			return w, true
+		}
+	}
+	return WorkloadKind{}, false
+}
+
+// ForTemplate targets the Pod template tpl of a workload of kind kind.
+func ForTemplate(kind, namespace, name string, tpl *corev1.PodTemplateSpec) (Target, error) {
+	w, ok := LookupWorkload(kind)
+	if !ok {
+		return Target{}, fmt.Errorf("unsupported kind %q: want one of %v", kind, WorkloadKinds)
+	}
+	root := field.NewPath(w.TemplatePath[0], w.TemplatePath[1:]...)
+	return Target{
+		Kind: kind, Namespace: namespace, Name: name,
+		Meta: &tpl.ObjectMeta, Spec: &tpl.Spec,
+		MetaPath: root.Child("metadata"), SpecPath: root.Child("spec"),
+		Pointer: "/" + strings.Join(w.TemplatePath, "/"), Template: true,
+	}, nil
+}
 
 // ForWorkload targets the Pod template of a Deployment, StatefulSet,
 // DaemonSet, ReplicaSet, Job or CronJob.
@@ -54,8 +104,6 @@ func ForWorkload(obj runtime.Object) (Target, error) {
 		meta *metav1.ObjectMeta
 		tpl  *corev1.PodTemplateSpec
 		kind string
-		root = field.NewPath("spec", "template")
-		ptr  = "/spec/template"
 	)
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
@@ -70,17 +118,10 @@ func ForWorkload(obj runtime.Object) (Target, error) {
 		meta, tpl, kind = &o.ObjectMeta, &o.Spec.Template, "Job"
 	case *batchv1.CronJob:
 		meta, tpl, kind = &o.ObjectMeta, &o.Spec.JobTemplate.Spec.Template, "CronJob"
-		root = field.NewPath("spec", "jobTemplate", "spec", "template")
-		ptr = "/spec/jobTemplate/spec/template"
 	default:
 		return Target{}, fmt.Errorf("unsupported kind %T: want one of %v", obj, WorkloadKinds)
 	}
-	return Target{
-		Kind: kind, Namespace: meta.Namespace, Name: meta.Name,
-		Meta: &tpl.ObjectMeta, Spec: &tpl.Spec,
-		MetaPath: root.Child("metadata"), SpecPath: root.Child("spec"),
-		Pointer: ptr, Template: true,
-	}, nil
+	return ForTemplate(kind, meta.Namespace, meta.Name, tpl)
 }
 
 // NewWorkload returns an empty object of a workload kind, for decoding.
@@ -124,6 +165,15 @@ func (t Target) containers() []container {
 	}
 	for i := range t.Spec.Containers {
 		out = append(out, container{&t.Spec.Containers[i], t.SpecPath.Child("containers").Index(i), t.specPointer() + "/containers/" + strconv.Itoa(i), false})
+	}
+	return out
+}
+
+// regularContainers lists the regular containers, in order.
+func (t Target) regularContainers() []container {
+	out := make([]container, len(t.Spec.Containers))
+	for i := range t.Spec.Containers {
+		out[i] = container{&t.Spec.Containers[i], t.SpecPath.Child("containers").Index(i), t.specPointer() + "/containers/" + strconv.Itoa(i), false}
 	}
 	return out
 }

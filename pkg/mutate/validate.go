@@ -37,6 +37,14 @@ func Validate(t Target, ns Namespace, opts Options) *Report {
 		r.Violations = bad
 		return r
 	}
+	if _, tbad := selectTargets(t, s, p); len(tbad) > 0 {
+		// Before any copy is made: the containers named cannot be treated.
+		if !t.Template && s.Mode != ModeWarn {
+			checkHooks(t, r)
+		}
+		r.Violations = append(r.Violations, tbad...)
+		return r
+	}
 	simulated := t.Template || s.Mode == ModeWarn
 	if simulated {
 		sim := t.deepCopy()
@@ -96,35 +104,53 @@ func checkMutated(s Settings, targets []container, r *Report) {
 
 // checkHooks denies preStop hooks that cannot finish within the grace they
 // run in: the Pod's, or a liveness/startup probe's own grace when that
-// probe kills the container.
+// probe kills the container. Past MaxRecordedViolations it only counts, so
+// a Pod of 10,000 such containers costs little more than one of 100.
 func checkHooks(t Target, r *Report) {
 	grace := t.grace()
-	for _, c := range t.containers() {
-		if c.c.Lifecycle == nil || c.c.Lifecycle.PreStop == nil {
-			continue
+	check := func(c *corev1.Container, path func() *field.Path) {
+		if c.Lifecycle == nil || c.Lifecycle.PreStop == nil {
+			return
 		}
-		hl := preStopLength(c.c.Lifecycle.PreStop)
+		hl := preStopLength(c.Lifecycle.PreStop)
 		if hl.D == 0 {
-			continue
+			return
 		}
 		if hl.D >= secs(grace) {
-			r.deny(DenyHookExceedsGrace, field.Invalid(c.path.Child("lifecycle", "preStop"), hl.Desc,
-				fmt.Sprintf("must be shorter than terminationGracePeriodSeconds (%ds): the hook runs inside it and is killed at %ds (exit 137); shorten the hook or raise terminationGracePeriodSeconds",
-					grace, grace)))
+			if r.full() {
+				r.Unlisted++
+			} else {
+				r.deny(DenyHookExceedsGrace, field.Invalid(path().Child("lifecycle", "preStop"), hl.Desc,
+					fmt.Sprintf("must be shorter than terminationGracePeriodSeconds (%ds): the hook runs inside it and is killed at %ds (exit 137); shorten the hook or raise terminationGracePeriodSeconds",
+						grace, grace)))
+			}
 		}
 		for _, pr := range []struct {
 			name  string
 			probe *corev1.Probe
-		}{{"livenessProbe", c.c.LivenessProbe}, {"startupProbe", c.c.StartupProbe}} {
+		}{{"livenessProbe", c.LivenessProbe}, {"startupProbe", c.StartupProbe}} {
 			if pr.probe == nil || pr.probe.TerminationGracePeriodSeconds == nil {
 				continue
 			}
 			pg := *pr.probe.TerminationGracePeriodSeconds
-			if hl.D >= secs(pg) {
-				r.deny(DenyHookExceedsGrace, field.Invalid(c.path.Child(pr.name, "terminationGracePeriodSeconds"), pg,
-					fmt.Sprintf("must be longer than the preStop hook (%s): a %s kill gives the container only this long, hook included",
-						formatHook(hl.D), pr.name)))
+			if hl.D < secs(pg) {
+				continue
 			}
+			if r.full() {
+				r.Unlisted++
+				continue
+			}
+			r.deny(DenyHookExceedsGrace, field.Invalid(path().Child(pr.name, "terminationGracePeriodSeconds"), pg,
+				fmt.Sprintf("must be longer than the preStop hook (%s): a %s kill gives the container only this long, hook included",
+					formatHook(hl.D), pr.name)))
 		}
+	}
+	for i := range t.Spec.InitContainers {
+		if c := &t.Spec.InitContainers[i]; isSidecar(c) {
+			check(c, func() *field.Path { return t.SpecPath.Child("initContainers").Index(i) })
+		}
+	}
+	for i := range t.Spec.Containers {
+		check(&t.Spec.Containers[i], func() *field.Path { return t.SpecPath.Child("containers").Index(i) })
 	}
 }

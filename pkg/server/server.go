@@ -12,12 +12,13 @@ package server
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -26,6 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -106,7 +108,28 @@ func Run(ctx context.Context, cfg config.Config, opts ...Option) error {
 	// The certificate rotator reads and updates the webhook configurations.
 	utilruntime.Must(admissionregistrationv1.AddToScheme(scheme))
 
-	var whServer crwebhook.Server = crwebhook.NewServer(crwebhook.Options{Host: o.host, Port: cfg.Port, CertDir: cfg.CertDir, TLSOpts: tlsOptions(cfg)})
+	// /healthz and /readyz answer from the start, before the API server is
+	// reachable: a webhook that cannot reach it stays alive and not ready,
+	// retrying, instead of exiting into a crash loop.
+	ready := &readiness{}
+	ready.waitFor("starting")
+	health, err := healthServer(ctx, cfg.HealthProbeBindAddress, ready.check)
+	if err != nil {
+		return err
+	}
+	healthCtx, stopHealth := context.WithCancel(context.WithoutCancel(ctx))
+	healthDone := make(chan struct{})
+	go func() {
+		defer close(healthDone)
+		if err := health.Start(healthCtx); err != nil {
+			log.Error(err, "health probe server stopped")
+		}
+	}()
+	// The probes are answered until the webhook has drained.
+	defer func() { stopHealth(); <-healthDone }()
+
+	ws := newWebhookServer(cfg, o.host)
+	var whServer crwebhook.Server = ws
 	var certsReady chan struct{}
 	if cfg.CertMode == config.CertModeSelfManaged {
 		// controller-runtime reads tls.crt when the server starts: start it
@@ -125,14 +148,12 @@ func Run(ctx context.Context, cfg config.Config, opts ...Option) error {
 		// graceguard reads namespaces' labels and annotations only; their
 		// managedFields would be most of the cache's memory.
 		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
-		// controller-runtime's webhook server (v0.25) reloads tls.crt and
-		// tls.key from CertDir with a certwatcher whenever GetCertificate
-		// is not set in TLSOpts, as here.
+		// graceguard's own webhook server (webhookServer): TLS 1.2+ with
+		// AEAD suites, read and write timeouts sized to the webhook
+		// timeout, tls.crt and tls.key reloaded when they change.
 		WebhookServer: whServer,
 		// Bounds the drain: the manager gives up after this and Start
-		// returns an error. The webhook server's own http.Server.Shutdown
-		// also stops waiting after a fixed minute, so a --drain-timeout
-		// over 1m drains for 1m at most.
+		// returns an error; the webhook server's Shutdown waits as long.
 		GracefulShutdownTimeout: &cfg.DrainTimeout,
 	})
 	if err != nil {
@@ -158,9 +179,22 @@ func Run(ctx context.Context, cfg config.Config, opts ...Option) error {
 
 	if o.namespaces == nil {
 		// Register the metadata informer now so the cache syncs it when
-		// the manager starts, before the first review asks.
-		if _, err := mgr.GetCache().GetInformer(ctx, webhook.NamespaceMetadata()); err != nil {
-			return fmt.Errorf("watching namespaces: %w", err)
+		// the manager starts, before the first review asks. It needs the
+		// API server (discovery): until it answers, retry with back-off
+		// while /readyz says why.
+		err := retry(ctx, apiServerBackoff, func() error {
+			_, err := mgr.GetCache().GetInformer(ctx, webhook.NamespaceMetadata())
+			if err != nil {
+				err = fmt.Errorf("waiting for the API server (watching namespaces): %w", err)
+				ready.waitFor(err.Error())
+				log.Info("API server not reachable yet; retrying", "error", err.Error())
+			}
+			return err
+		})
+		if err != nil {
+			// Only a shutdown signal ends the retries.
+			log.Info("shutdown before the API server was reachable")
+			return nil
 		}
 		o.namespaces = webhook.NewNamespaceLookup(mgr.GetCache(), mgr.GetAPIReader())
 	}
@@ -171,20 +205,16 @@ func Run(ctx context.Context, cfg config.Config, opts ...Option) error {
 		Namespaces: o.namespaces,
 		Metrics:    m,
 		Log:        log.WithName("admission"),
+		Limits:     cfg.Limits,
 	}) {
 		srv.Register(path, closeConnsAfter(ctx, h))
 	}
+	ready.serving(srv.StartedChecker())
 
-	health, err := healthServer(ctx, cfg.HealthProbeBindAddress, srv.StartedChecker())
-	if err != nil {
+	if err := start(ctx, mgr, cfg, log); err != nil {
 		return err
 	}
-	if err := mgr.Add(health); err != nil {
-		_ = health.Listener.Close()
-		return fmt.Errorf("adding the health probe server: %w", err)
-	}
-
-	return start(ctx, mgr, cfg, log)
+	return ws.DrainErr()
 }
 
 // start runs the manager on a context of its own, cancelled only
@@ -243,10 +273,11 @@ func closeConnsAfter(ctx context.Context, h http.Handler) http.Handler {
 }
 
 // healthServer serves /healthz (always ok while the process runs) and
-// /readyz: 503 until the webhook server accepts TLS connections, and 503
-// again from the moment ctx ends. The manager stops it last, after the
-// webhook server, so probes keep getting answers during the drain.
-func healthServer(ctx context.Context, addr string, webhookStarted healthz.Checker) (*manager.Server, error) {
+// /readyz: 503 until ready passes (the API server reached and the webhook
+// server accepting TLS connections), and 503 again from the moment ctx
+// ends. Run stops it last, after the webhook server drained, so probes keep
+// getting answers during the drain.
+func healthServer(ctx context.Context, addr string, ready healthz.Checker) (*manager.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--health-probe-bind-address=%q: %w", addr, err)
@@ -260,8 +291,8 @@ func healthServer(ctx context.Context, addr string, webhookStarted healthz.Check
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)
 			return
 		}
-		if err := webhookStarted(r); err != nil {
-			http.Error(w, "webhook: "+err.Error(), http.StatusServiceUnavailable)
+		if err := ready(r); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = io.WriteString(w, "ok")
@@ -279,14 +310,59 @@ func healthServer(ctx context.Context, addr string, webhookStarted healthz.Check
 	}, nil
 }
 
-// tlsOptions restricts the webhook server to HTTP/1.1 unless HTTP/2 is
-// enabled: the API server speaks both, and HTTP/1.1 is not exposed to the
-// HTTP/2 rapid-reset attacks.
-func tlsOptions(cfg config.Config) []func(*tls.Config) {
-	if cfg.EnableHTTP2 {
-		return nil
+// readiness is what /readyz reports before shutdown: why the webhook is
+// not ready yet, or the webhook server's started check.
+type readiness struct {
+	mu      sync.Mutex
+	waiting string
+	started healthz.Checker
+}
+
+func (r *readiness) waitFor(why string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.waiting, r.started = why, nil
+}
+
+func (r *readiness) serving(started healthz.Checker) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.waiting, r.started = "", started
+}
+
+func (r *readiness) check(req *http.Request) error {
+	r.mu.Lock()
+	waiting, started := r.waiting, r.started
+	r.mu.Unlock()
+	if started == nil {
+		return errors.New(waiting)
 	}
-	return []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}
+	if err := started(req); err != nil {
+		return fmt.Errorf("webhook: %w", err)
+	}
+	return nil
+}
+
+// apiServerBackoff paces the retries while the API server cannot be
+// reached at start: 1s, doubling, at most 30s apart, with jitter so that
+// replicas do not retry in step.
+var apiServerBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Cap: 30 * time.Second, Steps: math.MaxInt32}
+
+// retry calls f until it succeeds or ctx ends (then it returns ctx's error),
+// sleeping b's steps in between.
+func retry(ctx context.Context, b wait.Backoff, f func() error) error {
+	for {
+		if err := f(); err == nil {
+			return nil
+		}
+		t := time.NewTimer(b.Step())
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 // afterReady is a webhook server that starts serving only once ready is

@@ -19,7 +19,7 @@ func TestBadInputIsAnsweredCleanly(t *testing.T) {
 		name        string
 		path        string
 		contentType string
-		body        func(t *testing.T) []byte
+		body        func(t testing.TB) []byte
 		// wantCode is the status code inside the AdmissionReview; the HTTP
 		// status is always 200.
 		wantCode    int32
@@ -27,12 +27,12 @@ func TestBadInputIsAnsweredCleanly(t *testing.T) {
 	}{
 		{
 			name: "a body that is not JSON is refused by controller-runtime with 400",
-			path: PathMutatePod, body: func(*testing.T) []byte { return []byte("this is not an AdmissionReview") },
+			path: PathMutatePod, body: func(testing.TB) []byte { return []byte("this is not an AdmissionReview") },
 			wantCode: http.StatusBadRequest, wantMessage: "couldn't get version/kind",
 		},
 		{
 			name: "an empty body is refused with 400",
-			path: PathValidatePod, body: func(*testing.T) []byte { return nil },
+			path: PathValidatePod, body: func(testing.TB) []byte { return nil },
 			wantCode: http.StatusBadRequest, wantMessage: "request body is empty",
 		},
 		{

@@ -9,13 +9,10 @@ import (
 
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -46,40 +43,37 @@ type Config struct {
 	// each review adds its object, resource, user and UID. The zero value
 	// means controller-runtime's logger.
 	Log logr.Logger
+	// Limits bound the reviews in flight; the zero value means DefaultLimits.
+	Limits Limits
 }
 
 // Endpoints returns the three webhooks' HTTP handlers by path, to register
-// on the webhook server.
+// on the webhook server. They share one guard: c.Limits bound them together.
 func Endpoints(c Config) map[string]http.Handler {
+	if c.Limits == (Limits{}) {
+		c.Limits = DefaultLimits()
+	}
+	g := newGuard(c.Limits, c.Metrics)
 	return map[string]http.Handler{
-		PathMutatePod:         Serve(NewPodMutator(c), c.Log),
-		PathValidatePod:       Serve(NewPodValidator(c), c.Log),
-		PathValidateWorkloads: Serve(NewWorkloadValidator(c), c.Log),
+		PathMutatePod:         g.wrap(NameMutatePod, Serve(NewPodMutator(c), c.Log)),
+		PathValidatePod:       g.wrap(NameValidatePod, Serve(NewPodValidator(c), c.Log)),
+		PathValidateWorkloads: g.wrap(NameValidateWorkloads, Serve(NewWorkloadValidator(c), c.Log)),
 	}
 }
 
 // Serve wraps an admission handler as an HTTP endpoint that reads and
 // writes AdmissionReviews (v1 and v1beta1). A body that is not an
 // AdmissionReview is answered by controller-runtime: allowed false, code 400.
+// Endpoints puts a guard in front of it, which gives each review its
+// context (see guard.wrap).
 func Serve(h admission.Handler, log logr.Logger) *admission.Webhook {
-	wh := &admission.Webhook{Handler: h, WithContextFunc: detach}
+	wh := &admission.Webhook{Handler: h}
 	if log.GetSink() != nil {
 		wh.LogConstructor = func(_ logr.Logger, req *admission.Request) logr.Logger {
 			return admission.DefaultLogConstructor(log, req)
 		}
 	}
 	return wh
-}
-
-// detach keeps a review's context values but not its cancellation.
-// controller-runtime's webhook server derives every request context from
-// the manager's, so the moment the server starts shutting down each review
-// in flight would see a cancelled context and, in the namespace read, fail
-// to an "unchanged" answer. Draining exists so those reviews get their
-// real answer. Nothing runs unbounded: the namespace reads carry their own
-// deadlines (CacheTimeout, LiveTimeout) and the handlers do no other I/O.
-func detach(ctx context.Context, _ *http.Request) context.Context {
-	return context.WithoutCancel(ctx)
 }
 
 // core is what the three handlers have in common.
@@ -90,19 +84,14 @@ func detach(ctx context.Context, _ *http.Request) context.Context {
 // person saw, and the API server's own admission metrics count them alike.
 type core struct {
 	Config
-	name    Name
-	decoder admission.Decoder
+	name Name
 	// decodeObject reads a review's Pod: decodeAdmissionPod, except in
 	// the benchmarks' "before" variant (export_test.go).
 	decodeObject func(runtime.RawExtension) (*corev1.Pod, error)
 }
 
 func newCore(c Config, name Name) core {
-	s := runtime.NewScheme()
-	utilruntime.Must(corev1.AddToScheme(s))
-	utilruntime.Must(appsv1.AddToScheme(s))
-	utilruntime.Must(batchv1.AddToScheme(s))
-	return core{Config: c, name: name, decoder: admission.NewDecoder(s), decodeObject: decodeAdmissionPod}
+	return core{Config: c, name: name, decodeObject: decodeAdmissionPod}
 }
 
 // pass answers a review the webhook does not act on: allowed, no patch.
@@ -110,6 +99,10 @@ func (c *core) pass(reason mutate.Reason) admission.Response {
 	c.Metrics.record(c.name, DecisionSkipped, reason)
 	return admission.Allowed("")
 }
+
+// errNoRequest is the answer to an AdmissionReview without a request: the
+// API server always sends one, with a uid the answer must echo.
+var errNoRequest = errors.New("the AdmissionReview has no request (no request.uid): nothing to review")
 
 // invalid answers a review whose object cannot be evaluated: allowed false,
 // code 400, with a message naming the problem. The API server shows it to
@@ -121,7 +114,8 @@ func (c *core) invalid(ctx context.Context, req admission.Request, err error) ad
 	return admission.Errored(http.StatusBadRequest, err)
 }
 
-// namespace reads the settings of the review's namespace.
+// namespace reads the settings of the review's namespace, finishing early
+// enough to answer within the review's timeout.
 func (c *core) namespace(ctx context.Context, name string) (mutate.Namespace, error) {
 	if slices.Contains(c.Options.ExcludedNamespaces, name) {
 		// Never read: mutate skips excluded namespaces by name, and Pods
@@ -132,6 +126,12 @@ func (c *core) namespace(ctx context.Context, name string) (mutate.Namespace, er
 	if c.Namespaces == nil {
 		return mutate.Namespace{}, errors.New("no namespace lookup configured")
 	}
+	fallback := c.Limits.Timeout
+	if fallback == 0 {
+		fallback = DefaultLimits().Timeout
+	}
+	ctx, cancel := context.WithDeadline(ctx, lookupDeadline(ctx, fallback))
+	defer cancel()
 	ns, err := c.Namespaces.Namespace(ctx, name)
 	if err != nil {
 		return mutate.Namespace{}, err
@@ -167,6 +167,15 @@ func (c *core) unavailable(ctx context.Context, err error, warn bool) admission.
 		resp = resp.WithWarnings(NamespaceUnavailableWarning)
 	}
 	return resp
+}
+
+// expired answers a review whose deadline passed before it was decided:
+// the API server has stopped waiting and applied the failure policy, so
+// no more work is spent on it.
+func (c *core) expired(ctx context.Context) admission.Response {
+	logf.FromContext(ctx).Info("review deadline passed before a decision; not deciding", "webhook", c.name)
+	c.Metrics.record(c.name, DecisionError, ReasonDeadline)
+	return admission.Errored(http.StatusGatewayTimeout, context.DeadlineExceeded)
 }
 
 // respond turns a report into the admission response, records the

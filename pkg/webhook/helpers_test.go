@@ -19,7 +19,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/graceguard/graceguard/pkg/config"
 	"github.com/graceguard/graceguard/pkg/mutate"
 )
 
@@ -69,24 +68,25 @@ func (f *fakeNamespaces) wasAsked(name string) bool {
 // fixture is the three webhooks over the fake namespaces, with metrics on a
 // registry of their own, served over real HTTP.
 type fixture struct {
+	opts    mutate.Options
 	ns      *fakeNamespaces
 	metrics *Metrics
 	reg     *prometheus.Registry
 	srv     *httptest.Server
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
-	cfg := config.Default()
-	cfg.Namespace = nsOwn
+	opts := mutate.DefaultOptions()
+	opts.ExcludedNamespaces = append(opts.ExcludedNamespaces, nsOwn)
 	reg := prometheus.NewRegistry()
 	m, err := NewMetrics(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{ns: &fakeNamespaces{}, metrics: m, reg: reg}
+	f := &fixture{ns: &fakeNamespaces{}, metrics: m, reg: reg, opts: opts}
 	mux := http.NewServeMux()
-	for path, h := range Endpoints(Config{Options: cfg.Excluded(), Namespaces: f.ns, Metrics: m, Log: logr.Discard()}) {
+	for path, h := range Endpoints(Config{Options: opts, Namespaces: f.ns, Metrics: m, Log: logr.Discard()}) {
 		mux.Handle(path, h)
 	}
 	f.srv = httptest.NewServer(mux)
@@ -106,7 +106,7 @@ type review struct {
 }
 
 // body renders the review as an API server would send it.
-func (r review) body(t *testing.T) []byte {
+func (r review) body(t testing.TB) []byte {
 	t.Helper()
 	resource := map[string]string{
 		"Pod": "pods", "Deployment": "deployments", "StatefulSet": "statefulsets", "DaemonSet": "daemonsets",
@@ -242,8 +242,8 @@ func workload(kind string, replicas int, tpl string) string {
 }
 
 func groupOf(kind string) string {
-	if g, ok := workloadGroups[kind]; ok {
-		return g
+	if w, ok := mutate.LookupWorkload(kind); ok {
+		return w.Group
 	}
 	return ""
 }

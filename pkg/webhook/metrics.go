@@ -54,13 +54,22 @@ const (
 	ReasonDecodeError mutate.Reason = "decode-error"
 	// ReasonNamespaceUnavailable: the namespace's labels could not be read.
 	ReasonNamespaceUnavailable mutate.Reason = "namespace-unavailable"
+	// ReasonOverloaded: shed with 429 because the reviews in flight held
+	// all of Limits.InFlightBytes and MaxWaiting others were waiting.
+	ReasonOverloaded mutate.Reason = "overloaded"
+	// ReasonTooLarge: refused with 413, a body over MaxReviewBytes.
+	ReasonTooLarge mutate.Reason = "too-large"
+	// ReasonDeadline: the review's deadline passed before it was decided;
+	// the API server had stopped waiting, so no decision was made.
+	ReasonDeadline mutate.Reason = "deadline-exceeded"
 	// reasonOther stands for a reason missing from MetricReasons, so a
 	// programming error cannot grow the label set; tests keep it unused.
 	reasonOther mutate.Reason = "other"
 )
 
 // MetricReasons is every value of the reason label.
-var MetricReasons = append(append([]mutate.Reason{}, mutate.AllReasons...), ReasonOK, ReasonDecodeError, ReasonNamespaceUnavailable)
+var MetricReasons = append(append([]mutate.Reason{}, mutate.AllReasons...), ReasonOK, ReasonDecodeError, ReasonNamespaceUnavailable,
+	ReasonOverloaded, ReasonTooLarge, ReasonDeadline)
 
 // GraceBuckets are the histogram buckets of computed grace periods, in
 // seconds: from the smallest useful budget to the cluster autoscaler's cap.

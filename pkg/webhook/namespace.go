@@ -25,30 +25,23 @@ func (f NamespaceLookupFunc) Namespace(ctx context.Context, name string) (mutate
 	return f(ctx, name)
 }
 
-// Lookup time limits. Together they stay well under the apiserver's default
-// webhook timeout (10s), so a slow lookup still gets a deliberate answer
-// rather than the webhook's failurePolicy.
-const (
-	// CacheTimeout bounds a cache read: it waits only while the namespace
-	// informer has not synced yet (just after start).
-	CacheTimeout = 2 * time.Second
-	// LiveTimeout bounds the fallback read from the API server.
-	LiveTimeout = 3 * time.Second
-)
-
 // NewNamespaceLookup reads namespaces from cache (the manager's informer
 // cache) and, when the cache does not have one, from live (the manager's
 // GetAPIReader()).
 //
 // Only metadata is read (PartialObjectMetadata), so the cache holds labels
 // and annotations, not whole Namespace objects.
+//
+// A lookup ends by its context's deadline, which the handlers set early
+// enough to answer within the review's timeout (lookupDeadline): the cache
+// read, which waits only while the informer has not synced yet (just after
+// start), gets a third of that time and the live read the rest.
 func NewNamespaceLookup(cache, live client.Reader) NamespaceLookup {
-	return &clientLookup{cache: cache, live: live, cacheTimeout: CacheTimeout, liveTimeout: LiveTimeout}
+	return &clientLookup{cache: cache, live: live}
 }
 
 type clientLookup struct {
-	cache, live               client.Reader
-	cacheTimeout, liveTimeout time.Duration
+	cache, live client.Reader
 }
 
 // NamespaceMetadata is the object the lookup reads; register an informer
@@ -60,7 +53,13 @@ func NamespaceMetadata() *metav1.PartialObjectMetadata {
 }
 
 func (l *clientLookup) Namespace(ctx context.Context, name string) (mutate.Namespace, error) {
-	cacheErr := get(ctx, l.cache, l.cacheTimeout, name)
+	cacheCtx := ctx
+	if end, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		cacheCtx, cancel = context.WithTimeout(ctx, time.Until(end)/3)
+		defer cancel()
+	}
+	cacheErr := get(cacheCtx, l.cache, name)
 	if cacheErr.err == nil {
 		return cacheErr.ns, nil
 	}
@@ -71,7 +70,7 @@ func (l *clientLookup) Namespace(ctx context.Context, name string) (mutate.Names
 	if l.live == nil {
 		return mutate.Namespace{}, fmt.Errorf("reading Namespace %q from the cache: %w", name, cacheErr.err)
 	}
-	live := get(ctx, l.live, l.liveTimeout, name)
+	live := get(ctx, l.live, name)
 	if live.err != nil {
 		return mutate.Namespace{}, fmt.Errorf("reading Namespace %q: cache: %v; API server: %w", name, cacheErr.err, live.err)
 	}
@@ -83,9 +82,7 @@ type result struct {
 	err error
 }
 
-func get(ctx context.Context, r client.Reader, timeout time.Duration, name string) result {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+func get(ctx context.Context, r client.Reader, name string) result {
 	m := NamespaceMetadata()
 	if err := r.Get(ctx, client.ObjectKey{Name: name}, m); err != nil {
 		return result{err: err}

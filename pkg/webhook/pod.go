@@ -43,6 +43,9 @@ type podHandler struct {
 // immutable after creation, so only CREATE is acted on; every other
 // operation passes through allowed and unpatched.
 func (h *podHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.UID == "" {
+		return h.invalid(ctx, req, errNoRequest)
+	}
 	if req.Operation != admissionv1.Create {
 		return h.pass(mutate.SkipNotApplicable)
 	}
@@ -51,6 +54,9 @@ func (h *podHandler) Handle(ctx context.Context, req admission.Request) admissio
 		return h.invalid(ctx, req, err)
 	}
 	ns, err := h.namespace(ctx, pod.Namespace)
+	if ctx.Err() != nil {
+		return h.expired(ctx)
+	}
 	if err != nil {
 		return h.unavailable(ctx, err, h.warnUnavailable)
 	}

@@ -1,12 +1,12 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -25,19 +25,16 @@ func NewWorkloadValidator(c Config) *WorkloadValidator {
 	return &WorkloadValidator{newCore(c, NameValidateWorkloads)}
 }
 
-// workloadGroups maps each workload kind to its API group.
-var workloadGroups = map[string]string{
-	"Deployment": "apps", "StatefulSet": "apps", "DaemonSet": "apps", "ReplicaSet": "apps",
-	"Job": "batch", "CronJob": "batch",
-}
-
 // Handle answers one review: CREATE and UPDATE are validated, anything
 // else passes.
 func (h *WorkloadValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.UID == "" {
+		return h.invalid(ctx, req, errNoRequest)
+	}
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return h.pass(mutate.SkipNotApplicable)
 	}
-	t, err := h.decodeWorkload(req, req.Object, "object")
+	w, err := h.decodeWorkload(req, req.Object, "object")
 	if err != nil {
 		return h.invalid(ctx, req, err)
 	}
@@ -53,37 +50,54 @@ func (h *WorkloadValidator) Handle(ctx context.Context, req admission.Request) a
 		// the namespace's defaults changed) would block unrelated and
 		// often urgent changes like scaling during an incident. The Pods
 		// it creates still meet both Pod webhooks.
-		if equality.Semantic.DeepEqual(*old.Meta, *t.Meta) && equality.Semantic.DeepEqual(*old.Spec, *t.Spec) {
+		if bytes.Equal(old.raw, w.raw) {
 			return h.pass(mutate.SkipNotApplicable)
 		}
 	}
-	ns, err := h.namespace(ctx, t.Namespace)
+	ns, err := h.namespace(ctx, w.target.Namespace)
+	if ctx.Err() != nil {
+		return h.expired(ctx)
+	}
 	if err != nil {
 		return h.unavailable(ctx, err, false)
 	}
-	return h.respond(ctx, mutate.Validate(t, ns, h.Options))
+	return h.respond(ctx, mutate.Validate(w.target, ns, h.Options))
 }
 
 // decodeWorkload decodes the review's object (or oldObject) and targets
-// its Pod template.
-func (c *core) decodeWorkload(req admission.Request, raw runtime.RawExtension, what string) (mutate.Target, error) {
-	group, ok := workloadGroups[req.Kind.Kind]
-	if !ok || group != req.Kind.Group {
-		return mutate.Target{}, fmt.Errorf("unsupported kind %s: %s reviews apps/v1 Deployment, StatefulSet, DaemonSet, ReplicaSet and batch/v1 Job, CronJob",
-			kindName(req.Kind), c.name)
-	}
-	obj, err := mutate.NewWorkload(req.Kind.Kind)
-	if err != nil {
-		return mutate.Target{}, err
+// its Pod template. The request's namespace is the authority.
+func (c *core) decodeWorkload(req admission.Request, raw runtime.RawExtension, what string) (leanWorkload, error) {
+	w, ok := mutate.LookupWorkload(req.Kind.Kind)
+	if !ok || w.Group != req.Kind.Group {
+		return leanWorkload{}, fmt.Errorf("unsupported kind %s: %s reviews %s", kindName(req.Kind), c.name, workloadList())
 	}
 	if len(raw.Raw) == 0 {
-		return mutate.Target{}, fmt.Errorf("decoding %s: the review has no %s", req.Kind.Kind, what)
+		return leanWorkload{}, fmt.Errorf("decoding %s: the review has no %s", req.Kind.Kind, what)
 	}
-	if err := c.decoder.DecodeRaw(raw, obj); err != nil {
-		return mutate.Target{}, fmt.Errorf("decoding %s %s: %w", req.Kind.Kind, what, err)
+	lw, err := decodeAdmissionWorkload(w, raw.Raw)
+	if err != nil {
+		return leanWorkload{}, fmt.Errorf("decoding %s %s: %w", req.Kind.Kind, what, err)
 	}
-	if m, err := meta.Accessor(obj); err == nil && req.Namespace != "" {
-		m.SetNamespace(req.Namespace)
+	if req.Namespace != "" {
+		lw.target.Namespace = req.Namespace
 	}
-	return mutate.ForWorkload(obj)
+	return lw, nil
+}
+
+// workloadList names the workload kinds by group for messages:
+// "apps/v1 Deployment, StatefulSet, DaemonSet, ReplicaSet and batch/v1 Job, CronJob".
+func workloadList() string {
+	var groups []string
+	byGroup := map[string][]string{}
+	for _, w := range mutate.Workloads {
+		if _, ok := byGroup[w.Group]; !ok {
+			groups = append(groups, w.Group)
+		}
+		byGroup[w.Group] = append(byGroup[w.Group], w.Kind)
+	}
+	parts := make([]string, len(groups))
+	for i, g := range groups {
+		parts[i] = g + "/v1 " + strings.Join(byGroup[g], ", ")
+	}
+	return strings.Join(parts, " and ")
 }

@@ -263,7 +263,10 @@ func (cl *cluster) testWebhookScope(t *testing.T) {
 	mirror := pod("shop", "static-web-node1", nil, map[string]string{"kubernetes.io/config.mirror": "abc"})
 	mirror.Spec.NodeName = "node1" // the API requires it of mirror Pods
 	expect("a mirror Pod", create(mirror))
-	expect("graceguard's own Pod", create(pod("shop", "graceguard-x", r.deployment(t).Spec.Template.Labels, nil)))
+	// Labels are no way out: a Pod labelled like graceguard's own, in an
+	// opted-in namespace, is reviewed like any other.
+	expect("a Pod labelled like graceguard's own", create(pod("shop", "graceguard-x", r.deployment(t).Spec.Template.Labels, nil)),
+		review{"/mutate-v1-pod", "Pod", "CREATE", "shop", "graceguard-x"}, review{"/validate-v1-pod", "Pod", "CREATE", "shop", "graceguard-x"})
 	expect("a Pod in a namespace that did not opt in", create(pod("bystander", "web", nil, nil)))
 	expect(`a Pod in a namespace labelled inject=true, not "enabled"`, create(pod("almost", "web", nil, nil)))
 	expect("a Pod in graceguard's namespace", create(pod(namespace, "web", nil, nil)))

@@ -21,6 +21,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
@@ -150,6 +151,10 @@ func decode(t *testing.T, rel *release.Release) *rendered {
 			obj = &corev1.Secret{}
 		case "policy/v1/PodDisruptionBudget":
 			obj = &policyv1.PodDisruptionBudget{}
+		case "v1/ResourceQuota":
+			obj = &corev1.ResourceQuota{}
+		case "networking.k8s.io/v1/NetworkPolicy":
+			obj = &networkingv1.NetworkPolicy{}
 		case "rbac.authorization.k8s.io/v1/ClusterRole":
 			obj = &rbacv1.ClusterRole{}
 		case "rbac.authorization.k8s.io/v1/ClusterRoleBinding":

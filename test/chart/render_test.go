@@ -8,6 +8,7 @@ import (
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,8 +50,29 @@ func TestDefaultsRunTwoSpreadReplicasProtectedByABudget(t *testing.T) {
 	if s, _ := metav1.LabelSelectorAsSelector(tsc[0].LabelSelector); !s.Matches(labels.Set(pod.Labels)) {
 		t.Errorf("the spread constraint does not count the webhook's own Pods")
 	}
-	if pod.Spec.PriorityClassName != "" {
-		t.Errorf("priorityClassName = %q by default, want none", pod.Spec.PriorityClassName)
+	// A fail-closed admission webhook is cluster-critical (Gatekeeper's
+	// default too), with the quota that lets it run outside kube-system
+	// where the platform limits critical classes.
+	if pod.Spec.PriorityClassName != "system-cluster-critical" {
+		t.Errorf("priorityClassName = %q by default, want system-cluster-critical", pod.Spec.PriorityClassName)
+	}
+	q := get[*corev1.ResourceQuota](t, r, "ResourceQuota", fullname+"-critical-pods")
+	if sel := q.Spec.ScopeSelector; sel == nil || len(sel.MatchExpressions) != 1 || sel.MatchExpressions[0].ScopeName != corev1.ResourceQuotaScopePriorityClass ||
+		!slices.Equal(sel.MatchExpressions[0].Values, []string{"system-cluster-critical"}) {
+		t.Errorf("critical-pods quota scope = %+v, want PriorityClass In [system-cluster-critical]", q.Spec.ScopeSelector)
+	}
+	if n := q.Spec.Hard[corev1.ResourcePods]; n.Value() < int64(*d.Spec.Replicas)+1 {
+		t.Errorf("critical-pods quota allows %s Pods, fewer than the replicas and a surge", n.String())
+	}
+	// Replicas prefer different nodes (soft: a single node still runs both).
+	aff := pod.Spec.Affinity
+	if aff == nil || aff.PodAntiAffinity == nil || len(aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 1 ||
+		len(aff.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 0 {
+		t.Fatalf("affinity = %+v, want one preferred pod anti-affinity term", aff)
+	}
+	term := aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm
+	if s, _ := metav1.LabelSelectorAsSelector(term.LabelSelector); term.TopologyKey != "kubernetes.io/hostname" || !s.Matches(labels.Set(pod.Labels)) {
+		t.Errorf("anti-affinity term %+v does not keep the webhook's own Pods apart by node", term)
 	}
 	if got := r.container(t).Image; got != "registry.local/graceguard:v0.1.0" {
 		t.Errorf("image = %q, want the repository at the chart's appVersion", got)
@@ -160,6 +182,9 @@ func TestEveryServerFlagIsRendered(t *testing.T) {
 		"service-name":                     fullname,
 		"mutating-webhook-configuration":   fullname,
 		"validating-webhook-configuration": fullname,
+		"webhook-timeout":                  "5s",
+		"max-concurrent-reviews":           "64",
+		"max-inflight-review-bytes":        "16Mi",
 	}
 	for k, v := range want {
 		if got, ok := f[k]; !ok || got != v {
@@ -288,15 +313,6 @@ func TestWebhooksOnlyReachOptedInNamespacesAndNeverGraceguardItself(t *testing.T
 		{ns("kube-system", "enabled"), false},
 		{ns(namespace, "enabled"), false},
 	}
-	pods := []struct {
-		name   string
-		labels labels.Set
-		sent   bool
-	}{
-		{"a user Pod", labels.Set{"app": "shop"}, true},
-		{"a user Pod named like graceguard", labels.Set{"app.kubernetes.io/name": "graceguard"}, true},
-		{"graceguard's own Pod", labels.Set(r.deployment(t).Spec.Template.Labels), false},
-	}
 
 	type hook struct {
 		name              string
@@ -336,17 +352,14 @@ func TestWebhooksOnlyReachOptedInNamespacesAndNeverGraceguardItself(t *testing.T
 		if h.timeout == nil || *h.timeout != 5 {
 			t.Errorf("%s: timeoutSeconds = %v, want 5", h.name, h.timeout)
 		}
-		if !h.pods {
-			if h.obj != nil {
-				t.Errorf("%s: objectSelector %v on workloads would test the workload's labels, not its Pods'", h.name, h.obj)
-			}
-			continue
+		// No objectSelector: a label anyone can put on a Pod must not let
+		// it skip the hook-versus-grace check. graceguard's own Pods are
+		// left out by namespace.
+		if h.obj != nil {
+			t.Errorf("%s: objectSelector %v: a Pod carrying those labels would skip graceguard", h.name, h.obj)
 		}
-		obj := nsSelector(t, h.obj)
-		for _, p := range pods {
-			if got := obj.Matches(p.labels); got != p.sent {
-				t.Errorf("%s: %s (%v) sent = %v, want %v", h.name, p.name, p.labels, got, p.sent)
-			}
+		if !h.pods {
+			continue
 		}
 		want := `!has(object.metadata.annotations) || !('kubernetes.io/config.mirror' in object.metadata.annotations)`
 		if len(h.conds) != 1 || h.conds[0].Expression != want {
@@ -561,13 +574,19 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 	}{
 		{cr.Rules, "", "namespaces", "", "watch", true},
 		{cr.Rules, "", "namespaces", "shop", "update", false},
-		{cr.Rules, "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "list", true},
+		// Lists and watches carry a metadata.name field selector, which
+		// the API server authorizes by resourceNames: everything by name.
+		{cr.Rules, "admissionregistration.k8s.io", "mutatingwebhookconfigurations", f["mutating-webhook-configuration"], "list", true},
+		{cr.Rules, "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "someone-elses", "list", false},
+		{cr.Rules, "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "watch", false},
 		{cr.Rules, "admissionregistration.k8s.io", "mutatingwebhookconfigurations", f["mutating-webhook-configuration"], "update", true},
 		{cr.Rules, "admissionregistration.k8s.io", "validatingwebhookconfigurations", f["validating-webhook-configuration"], "update", true},
 		{cr.Rules, "admissionregistration.k8s.io", "validatingwebhookconfigurations", "someone-elses", "update", false},
 		{cr.Rules, "", "secrets", "", "get", false},
-		{role.Rules, "", "secrets", "", "watch", true},
+		{role.Rules, "", "secrets", f["cert-secret-name"], "watch", true},
 		{role.Rules, "", "secrets", f["cert-secret-name"], "update", true},
+		{role.Rules, "", "secrets", "", "list", false},
+		{role.Rules, "", "secrets", "sh.helm.release.v1.graceguard.v1", "get", false},
 		{role.Rules, "", "secrets", "sh.helm.release.v1.graceguard.v1", "update", false},
 		{role.Rules, "", "secrets", "", "create", false},
 	} {
@@ -810,4 +829,83 @@ func TestReleaseNamesFollowTheFullname(t *testing.T) {
 	if !r.has("Deployment", "gg") || !r.has("Service", "gg") {
 		t.Errorf("objects %v", r.keys())
 	}
+}
+
+// The hardening options: strict anti-affinity, no priority class, a
+// NetworkPolicy that only the named API server sources and scraper pass,
+// and the webhook timeout taken from the longest webhook timeoutSeconds.
+func TestHardeningOptions(t *testing.T) {
+	t.Run("antiAffinity hard requires different nodes; none adds nothing; a user's podAntiAffinity wins", func(t *testing.T) {
+		hard := render(t, "antiAffinity: hard").deployment(t).Spec.Template.Spec.Affinity
+		if hard == nil || hard.PodAntiAffinity == nil || len(hard.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 ||
+			hard.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].TopologyKey != "kubernetes.io/hostname" {
+			t.Errorf("hard: affinity %+v, want a required anti-affinity term on kubernetes.io/hostname", hard)
+		}
+		if none := render(t, "antiAffinity: none").deployment(t).Spec.Template.Spec.Affinity; none != nil {
+			t.Errorf("none: affinity %+v, want none", none)
+		}
+		own := render(t, "affinity: {podAntiAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 1, podAffinityTerm: {topologyKey: topology.kubernetes.io/zone}}]}}").
+			deployment(t).Spec.Template.Spec.Affinity
+		if own == nil || own.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.TopologyKey != "topology.kubernetes.io/zone" {
+			t.Errorf("user affinity replaced: %+v", own)
+		}
+	})
+	t.Run("no priority class, no quota", func(t *testing.T) {
+		r := render(t, `priorityClassName: ""`)
+		if pc := r.deployment(t).Spec.Template.Spec.PriorityClassName; pc != "" {
+			t.Errorf("priorityClassName = %q", pc)
+		}
+		if r.has("ResourceQuota", fullname+"-critical-pods") {
+			t.Error("the critical-pods quota is rendered without a critical priority class")
+		}
+	})
+	t.Run("a NetworkPolicy without the API server's sources fails the install, saying why", func(t *testing.T) {
+		msg := renderErr(t, "networkPolicy: {enabled: true}")
+		if !strings.Contains(msg, "networkPolicy.webhookFrom: empty, so the API server could not reach the webhook") {
+			t.Errorf("error %q", msg)
+		}
+	})
+	t.Run("a NetworkPolicy admits the named sources to the webhook port and the scraper to metrics", func(t *testing.T) {
+		r := render(t, `networkPolicy:
+  enabled: true
+  webhookFrom: [{ipBlock: {cidr: 10.0.0.0/24}}]
+  metricsFrom: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]`)
+		np := get[*networkingv1.NetworkPolicy](t, r, "NetworkPolicy", fullname)
+		pod := r.deployment(t).Spec.Template
+		if s, _ := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector); !s.Matches(labels.Set(pod.Labels)) {
+			t.Errorf("the policy does not select the webhook's Pods")
+		}
+		if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) || len(np.Spec.Ingress) != 2 {
+			t.Fatalf("policy %+v, want two ingress rules only", np.Spec)
+		}
+		web, metrics := np.Spec.Ingress[0], np.Spec.Ingress[1]
+		if web.Ports[0].Port.StrVal != "webhook" || web.From[0].IPBlock == nil || web.From[0].IPBlock.CIDR != "10.0.0.0/24" {
+			t.Errorf("webhook rule %+v", web)
+		}
+		if metrics.Ports[0].Port.StrVal != "metrics" || metrics.From[0].NamespaceSelector == nil {
+			t.Errorf("metrics rule %+v", metrics)
+		}
+		names := map[string]bool{}
+		for _, p := range r.container(t).Ports {
+			names[p.Name] = true
+		}
+		if !names["webhook"] || !names["metrics"] {
+			t.Errorf("the policy names ports the container does not declare: %v", names)
+		}
+	})
+	t.Run("--webhook-timeout is the longest timeoutSeconds", func(t *testing.T) {
+		f := flags(t, render(t, "webhooks: {validateWorkloads: {timeoutSeconds: 12}}").container(t))
+		if f["webhook-timeout"] != "12s" {
+			t.Errorf("--webhook-timeout=%s, want 12s", f["webhook-timeout"])
+		}
+	})
+	t.Run("the memory limit reaches the webhook", func(t *testing.T) {
+		c := render(t, "").container(t)
+		for _, e := range c.Env {
+			if e.Name == "GRACEGUARD_MEMORY_LIMIT" && e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil && e.ValueFrom.ResourceFieldRef.Resource == "limits.memory" {
+				return
+			}
+		}
+		t.Errorf("env %+v has no GRACEGUARD_MEMORY_LIMIT from limits.memory", c.Env)
+	})
 }

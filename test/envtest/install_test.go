@@ -11,8 +11,11 @@ import (
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	helmkube "helm.sh/helm/v4/pkg/kube"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/graceguard/graceguard/internal/chart"
 )
@@ -59,8 +62,23 @@ var _ = Describe("a real helm install", Ordered, func() {
 				own = append(own, a)
 			}
 		}
-		r := startReplica(replicaOpts{}, append(own, "--namespace="+ns, "--shutdown-delay=0s")...)
+		// As the installed ServiceAccount: the chart's RBAC, by name only,
+		// must be all the webhook needs.
+		sa := "system:serviceaccount:" + ns + ":" + d.Spec.Template.Spec.ServiceAccountName
+		r := startReplica(replicaOpts{}, append(own, "--namespace="+ns, "--shutdown-delay=0s", "--kubeconfig="+kubeconfigWith(cp.Config.Host, sa))...)
 		r.waitReady(90 * time.Second)
+
+		By("the ServiceAccount reads its own Secret and no other")
+		asSA := rest.CopyConfig(cp.Config)
+		asSA.Impersonate = rest.ImpersonationConfig{UserName: sa}
+		saClient, err := kubernetes.NewForConfig(asSA)
+		Expect(err).NotTo(HaveOccurred())
+		_, err = saClient.CoreV1().Secrets(ns).Get(ctx, secretName, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = saClient.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "listing every Secret: %v", err)
+		_, err = saClient.CoreV1().Secrets(ns).Get(ctx, "sh.helm.release.v1."+release+".v1", metav1.GetOptions{})
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "reading Helm's release record: %v", err)
 
 		caBundles := func(g Gomega) [][]byte {
 			var out [][]byte

@@ -33,10 +33,18 @@ var webhookBinary = func() func() string {
 // kubeconfig writes a kubeconfig for the envtest API server.
 func kubeconfig() string {
 	GinkgoHelper()
+	return kubeconfigWith(cp.Config.Host, "")
+}
+
+// kubeconfigWith is the envtest admin's kubeconfig for the API server at
+// host, impersonating user when it is not empty (as the API server's
+// impersonation does for a ServiceAccount, with its groups).
+func kubeconfigWith(host, user string) string {
+	GinkgoHelper()
 	c := cp.Config
 	kc := clientcmdapi.NewConfig()
-	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: c.Host, CertificateAuthorityData: c.CAData}
-	kc.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{ClientCertificateData: c.CertData, ClientKeyData: c.KeyData, Token: c.BearerToken}
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: host, CertificateAuthorityData: c.CAData}
+	kc.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{ClientCertificateData: c.CertData, ClientKeyData: c.KeyData, Token: c.BearerToken, Impersonate: user}
 	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest"}
 	kc.CurrentContext = "envtest"
 	path := filepath.Join(GinkgoT().TempDir(), "kubeconfig")

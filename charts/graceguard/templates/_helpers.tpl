@@ -41,8 +41,6 @@ The label that marks graceguard's own Pods; the Pod webhooks' objectSelector
 excludes it. A graceguard.io key, so no user workload carries it by accident
 (app.kubernetes.io/name=graceguard could be anyone's).
 */}}
-{{- define "graceguard.selfLabelKey" -}}graceguard.io/component{{- end -}}
-{{- define "graceguard.selfLabelValue" -}}webhook-server{{- end -}}
 
 {{- define "graceguard.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
@@ -136,23 +134,29 @@ annotations:
 
 {{/*
 graceguard.seconds: the number of seconds (a float, as text) in a duration
-value: a Go duration ("10s", "1m30s", "1500ms", "1.5h") or whole seconds (10,
-"10"). Fails naming the key otherwise. Usage:
+value, read as the webhook's budget.ParseDuration reads it: a Go duration
+("10s", "1m30s", "1500ms", ".5s", "+5s") or whole seconds (10, "10"),
+surrounding spaces ignored. Fails naming the key otherwise (a negative
+duration too). Usage:
   include "graceguard.seconds" (list "shutdown.delay" .Values.shutdown.delay)
-Templates cannot call time.ParseDuration; this reads the same forms.
+Templates cannot call Go; test/chart holds this to budget.ParseDuration on
+one table of inputs (TestChartReadsDurationsAsTheWebhookDoes).
 */}}
 {{- define "graceguard.seconds" -}}
 {{- $key := index . 0 -}}
 {{- $text := toString (index . 1) | trim -}}
+{{- $number := `([0-9]+(\.[0-9]*)?|\.[0-9]+)` -}}
+{{- $unit := `(ns|us|µs|μs|ms|s|m|h)` -}}
 {{- if regexMatch `^[0-9]+$` $text -}}
 {{- $text -}}
-{{- else if regexMatch `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$` $text -}}
-{{- $units := dict "ns" 0.000000001 "us" 0.000001 "µs" 0.000001 "ms" 0.001 "s" 1.0 "m" 60.0 "h" 3600.0 -}}
+{{- else if regexMatch `^[+]?0$` $text -}}
+0
+{{- else if regexMatch (printf `^[+]?(%s%s)+$` $number $unit) $text -}}
+{{- $units := dict "ns" 0.000000001 "us" 0.000001 "µs" 0.000001 "μs" 0.000001 "ms" 0.001 "s" 1.0 "m" 60.0 "h" 3600.0 -}}
 {{- $total := 0.0 -}}
-{{- range regexFindAll `[0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h)` $text -1 -}}
-{{- $n := regexFind `^[0-9]+(\.[0-9]+)?` . -}}
-{{- $unit := trimPrefix $n . -}}
-{{- $total = addf $total (mulf (float64 $n) (get $units $unit)) -}}
+{{- range regexFindAll (printf `%s%s` $number $unit) $text -1 -}}
+{{- $n := regexFind (printf `^%s` $number) . -}}
+{{- $total = addf $total (mulf (float64 $n) (get $units (trimPrefix $n .))) -}}
 {{- end -}}
 {{- $total -}}
 {{- else -}}
@@ -178,18 +182,6 @@ graceguard.checkRange: fails unless min <= duration <= max (seconds). Usage:
 {{- end -}}
 
 {{/*
-The Pod webhooks skip graceguard's own Pods by label (belt and braces: its
-namespace is excluded already). NotIn also matches Pods without the label.
-*/}}
-{{- define "graceguard.podObjectSelector" -}}
-objectSelector:
-  matchExpressions:
-    - key: {{ include "graceguard.selfLabelKey" . }}
-      operator: NotIn
-      values: [{{ include "graceguard.selfLabelValue" . | quote }}]
-{{- end -}}
-
-{{/*
 Mirror Pods (static Pods as the API server shows them) belong to the kubelet,
 which ignores changes to them; objectSelector cannot test annotations, CEL can.
 */}}
@@ -199,4 +191,13 @@ matchConditions:
     expression: >-
       !has(object.metadata.annotations) ||
       !('kubernetes.io/config.mirror' in object.metadata.annotations)
+{{- end -}}
+
+{{/*
+The longest timeoutSeconds of the three webhooks, in seconds: the webhook's
+--webhook-timeout.
+*/}}
+{{- define "graceguard.webhookTimeout" -}}
+{{- $h := .Values.webhooks -}}
+{{- max (int $h.mutatePods.timeoutSeconds) (int $h.validatePods.timeoutSeconds) (int $h.validateWorkloads.timeoutSeconds) -}}
 {{- end -}}

@@ -1,0 +1,200 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/graceguard/graceguard/pkg/config"
+)
+
+// webhookServer serves the admission endpoints over TLS like
+// controller-runtime's DefaultServer (whose Register it keeps, with its
+// request metrics, and whose mux it serves), but owns the http.Server so
+// that every connection is bounded in time: controller-runtime's sets only
+// ReadHeaderTimeout (32s) and IdleTimeout, so a client that trickles a body
+// is held for as long as it likes.
+type webhookServer struct {
+	crwebhook.Server
+	host       string
+	port       int
+	certDir    string
+	tls        *tls.Config
+	timeouts   serverTimeouts
+	drain      time.Duration
+	mu         sync.Mutex
+	started    bool
+	listenAddr string
+	drainErr   error
+}
+
+// serverTimeouts are the http.Server's bounds on one connection.
+type serverTimeouts struct {
+	readHeader, read, write, idle time.Duration
+	maxHeaderBytes                int
+}
+
+// timeoutsFor sizes the server's timeouts to the webhook timeout: a whole
+// request must be read within it (the API server stops waiting then), the
+// answer written within a second more. Idle keep-alive connections stay 90s,
+// as the API server's own client keeps them, so reviews reuse connections.
+// The API server's request headers are a few hundred bytes.
+func timeoutsFor(webhookTimeout time.Duration) serverTimeouts {
+	return serverTimeouts{
+		readHeader:     min(5*time.Second, webhookTimeout),
+		read:           webhookTimeout,
+		write:          webhookTimeout + time.Second,
+		idle:           90 * time.Second,
+		maxHeaderBytes: 64 << 10,
+	}
+}
+
+// newWebhookServer returns the webhook server for cfg, listening on host.
+func newWebhookServer(cfg config.Config, host string) *webhookServer {
+	return &webhookServer{
+		Server:   crwebhook.NewServer(crwebhook.Options{Host: host, Port: cfg.Port, CertDir: cfg.CertDir}),
+		host:     host,
+		port:     cfg.Port,
+		certDir:  cfg.CertDir,
+		tls:      tlsConfig(cfg),
+		timeouts: timeoutsFor(cfg.Limits.Timeout),
+		drain:    cfg.DrainTimeout,
+	}
+}
+
+// tlsConfig accepts TLS 1.2 and 1.3 only, and in TLS 1.2 only ECDHE key
+// exchange with AEAD ciphers (TLS 1.3 suites are all AEAD and not
+// configurable): no CBC, no RSA key exchange, no SHA-1 MACs. The API server
+// offers these. HTTP/2 only when enabled: HTTP/1.1 is not exposed to the
+// HTTP/2 rapid-reset and stream-cancellation attacks (CVE-2023-44487,
+// CVE-2023-39325).
+func tlsConfig(cfg config.Config) *tls.Config {
+	c := &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		CipherSuites: TLS12CipherSuites,
+		NextProtos:   []string{"http/1.1"},
+	}
+	if cfg.EnableHTTP2 {
+		c.NextProtos = []string{"h2", "http/1.1"}
+	}
+	return c
+}
+
+// TLS12CipherSuites are the TLS 1.2 suites the webhook accepts.
+var TLS12CipherSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
+// Start serves until ctx ends, then stops accepting connections and waits
+// at most the drain timeout for the reviews in flight. tls.crt and tls.key
+// in the cert dir are reloaded when they change (controller-runtime's
+// certwatcher).
+func (s *webhookServer) Start(ctx context.Context) error {
+	log := logf.FromContext(ctx).WithName("webhook-server")
+	watcher, err := certwatcher.New(filepath.Join(s.certDir, "tls.crt"), filepath.Join(s.certDir, "tls.key"))
+	if err != nil {
+		return err
+	}
+	go func() {
+		if err := watcher.Start(ctx); err != nil {
+			log.Error(err, "certificate watcher stopped")
+		}
+	}()
+	cfg := s.tls.Clone()
+	cfg.GetCertificate = watcher.GetCertificate
+
+	ln, err := tls.Listen("tcp", net.JoinHostPort(s.host, strconv.Itoa(s.port)), cfg)
+	if err != nil {
+		return err
+	}
+	t := s.timeouts
+	srv := &http.Server{
+		Handler:           s.WebhookMux(),
+		ReadHeaderTimeout: t.readHeader,
+		ReadTimeout:       t.read,
+		WriteTimeout:      t.write,
+		IdleTimeout:       t.idle,
+		MaxHeaderBytes:    t.maxHeaderBytes,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	if !containsProto(cfg.NextProtos, "h2") {
+		// A non-nil empty map turns Go's automatic HTTP/2 off.
+		srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+	}
+
+	drained := make(chan error, 1)
+	go func() {
+		<-ctx.Done()
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.drain)
+		defer cancel()
+		drained <- srv.Shutdown(dctx)
+	}()
+	s.mu.Lock()
+	s.started, s.listenAddr = true, ln.Addr().String()
+	s.mu.Unlock()
+	log.Info("serving webhooks", "address", ln.Addr().String(), "readTimeout", t.read, "writeTimeout", t.write)
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	if err := <-drained; err != nil {
+		err = fmt.Errorf("reviews still in flight after --drain-timeout=%s: %w", s.drain, err)
+		s.mu.Lock()
+		s.drainErr = err
+		s.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// DrainErr is the error of a drain that did not finish in time, if any:
+// the manager does not return errors of runnables that end after it
+// stopped them.
+func (s *webhookServer) DrainErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.drainErr
+}
+
+// StartedChecker passes once the server accepts TLS connections.
+func (s *webhookServer) StartedChecker() healthz.Checker {
+	return func(*http.Request) error {
+		s.mu.Lock()
+		started, addr := s.started, s.listenAddr
+		s.mu.Unlock()
+		if !started {
+			return errors.New("webhook server has not been started yet")
+		}
+		d := &net.Dialer{Timeout: 5 * time.Second}
+		conn, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only whether it answers TLS
+		if err != nil {
+			return fmt.Errorf("webhook server is not reachable: %w", err)
+		}
+		return conn.Close()
+	}
+}
+
+func containsProto(protos []string, p string) bool {
+	for _, x := range protos {
+		if x == p {
+			return true
+		}
+	}
+	return false
+}
