@@ -105,7 +105,10 @@ var _ = Describe("cert-manager mode", Ordered, func() {
 		waitReady(ctx, servingCert, 1)
 		dir := secretVolume(tlsSecret)
 		var health int
-		port, health = startReplica(d.Spec.Template.Spec.Containers[0].Args, dir)
+		// As the chart's ServiceAccount: in this mode its RBAC grants no
+		// Secret and no webhook configuration, and must be all it needs.
+		sa := "system:serviceaccount:" + releaseNS + ":" + d.Spec.Template.Spec.ServiceAccountName
+		port, health = startReplica(d.Spec.Template.Spec.Containers[0].Args, dir, writeKubeconfig(restConfig, sa))
 		network.route(service, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		Eventually(func() int { return readyz(health) }, time.Minute, 100*time.Millisecond).Should(Equal(http.StatusOK))
 	})
@@ -340,7 +343,7 @@ func secretVolume(name string) string {
 // startReplica runs the webhook with the chart's Deployment arguments; only
 // what a Pod gets from elsewhere changes: its namespace (downward API), and
 // ports and a cert dir of this machine.
-func startReplica(args []string, certDir string) (port, health int) {
+func startReplica(args []string, certDir, kubeconfig string) (port, health int) {
 	GinkgoHelper()
 	Expect(args).To(ContainElement("--cert-mode=files"))
 	var own []string

@@ -87,18 +87,20 @@ egressSelections:
 	Expect(err).NotTo(HaveOccurred())
 	dyn, err = dynamic.NewForConfig(restConfig)
 	Expect(err).NotTo(HaveOccurred())
-	kubeconfig = writeKubeconfig(restConfig)
+	kubeconfig = writeKubeconfig(restConfig, "")
 
 	webhookBin, err = gexec.Build("github.com/graceguard/graceguard/cmd/webhook")
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(gexec.CleanupBuildArtifacts)
 })
 
-func writeKubeconfig(c *rest.Config) string {
+// writeKubeconfig is the envtest admin's kubeconfig, impersonating user
+// when it is not empty (a ServiceAccount gets its groups, as in a Pod).
+func writeKubeconfig(c *rest.Config, user string) string {
 	GinkgoHelper()
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: c.Host, CertificateAuthorityData: c.CAData}
-	kc.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{ClientCertificateData: c.CertData, ClientKeyData: c.KeyData, Token: c.BearerToken}
+	kc.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{ClientCertificateData: c.CertData, ClientKeyData: c.KeyData, Token: c.BearerToken, Impersonate: user}
 	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest"}
 	kc.CurrentContext = "envtest"
 	path := filepath.Join(GinkgoT().TempDir(), "kubeconfig")
