@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/graceguard/graceguard/internal/version"
+	buildversion "github.com/graceguard/graceguard/internal/version"
 )
 
 // Exit codes.
@@ -19,7 +19,7 @@ const (
 
 // Version is the plugin's version: internal/version.Get, which `make build`
 // and `make dist` set at link time from git tags (hack/version.sh).
-var Version = version.Get()
+var Version = buildversion.Get()
 
 // errDenied ends a run whose report was already printed with ExitDenied.
 var errDenied = errors.New("denied")
@@ -81,13 +81,17 @@ func newVersionCmd() *cobra.Command {
 		Short: "Print the plugin's version",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			info := version.GetInfo()
-			info.Version = Version
+			info := buildversion.GetInfo()
+			info.Version = version()
 			_, err := fmt.Fprintf(cmd.OutOrStdout(), "kubectl-graceguard %s\n", info)
 			return err
 		},
 	}
 }
+
+// version is the plugin's version (Version), for the version command and
+// --version.
+func version() string { return Version }
 
 // noArgs refuses positional arguments, pointing at -f for what was most
 // likely meant to be a file.
