@@ -64,7 +64,12 @@ func run(ctx context.Context, ver, out, baseURL string, imageOnly bool) error {
 
 	platforms, binaries := release.Platforms, release.Binaries
 	if imageOnly {
-		platforms, binaries = release.ImagePlatforms, binaries[1:]
+		platforms, binaries = release.ImagePlatforms, nil
+		for _, b := range release.Binaries {
+			if b.Name == "graceguard-webhook" {
+				binaries = append(binaries, b)
+			}
+		}
 	}
 	bins := map[string]string{} // "<name> <platform>" -> path
 	for _, p := range platforms {
