@@ -13,6 +13,10 @@ import (
 // hostage during drains, so it is rejected rather than silently accepted.
 const MaxTerm = time.Hour
 
+// Infinity stands for a hook that never ends (`sleep infinity`): longer
+// than any grace period. Format prints it as "infinity".
+const Infinity = time.Duration(1<<63 - 1)
+
 // AcceptedForms describes, for error messages, what ParseDuration accepts.
 const AcceptedForms = "a Go duration (30s, 1m30s, 1500ms) or whole seconds (30), from 0 to 1h"
 
@@ -147,7 +151,7 @@ func Format(d time.Duration) string {
 	if d == 0 {
 		return "0s"
 	}
-	if d == time.Duration(1<<63-1) {
+	if d == Infinity {
 		return "infinity"
 	}
 	s := d.String()

@@ -62,7 +62,10 @@ func chart(tl budget.Timeline) []string {
 	dcol := col(tl.Deadline)
 
 	var out []string
-	out = append(out, pad+axis(col, tl), pad+ticks(col, tl))
+	for _, a := range axis(col, tl) {
+		out = append(out, strings.TrimRight(pad+a, " "))
+	}
+	out = append(out, pad+ticks(col, tl))
 	for _, r := range rows {
 		cells := []byte(strings.Repeat(" ", chartWidth+1))
 		a, b := col(r.from), col(r.to)
@@ -137,40 +140,60 @@ func phases(tl budget.Timeline, span time.Duration) []row {
 	return out
 }
 
-// axis labels deletion, SIGTERM and SIGKILL above their columns; a label
-// that would run into another is left out (the event list has every time).
-func axis(col func(time.Duration) int, tl budget.Timeline) string {
-	line := []byte(strings.Repeat(" ", chartWidth+24))
-	taken := make([]bool, len(line))
-	place := func(s string, start int) bool {
-		if start < 0 || start+len(s) > len(line) {
+// axis labels deletion, SIGTERM and SIGKILL above their columns. A label
+// that would run into another goes on a line above; one that fits on
+// neither is left out (the event list has every time).
+func axis(col func(time.Duration) int, tl budget.Timeline) []string {
+	type labels struct {
+		line  []byte
+		taken []bool
+	}
+	rows := make([]labels, 2)
+	for i := range rows {
+		rows[i].line = []byte(strings.Repeat(" ", chartWidth+24))
+		rows[i].taken = make([]bool, len(rows[i].line))
+	}
+	place := func(r *labels, s string, start int) bool {
+		if start < 0 || start+len(s) > len(r.line) {
 			return false
 		}
-		for c := max(start-1, 0); c < min(start+len(s)+1, len(line)); c++ {
-			if taken[c] {
+		for c := max(start-1, 0); c < min(start+len(s)+1, len(r.line)); c++ {
+			if r.taken[c] {
 				return false
 			}
 		}
-		copy(line[start:], s)
+		copy(r.line[start:], s)
 		for c := start; c < start+len(s); c++ {
-			taken[c] = true
+			r.taken[c] = true
 		}
 		return true
 	}
+	// put tries each start on the axis line, then on the line above.
+	put := func(s string, starts ...int) {
+		for i := range rows {
+			for _, st := range starts {
+				if place(&rows[i], s, st) {
+					return
+				}
+			}
+		}
+	}
 	kill := "SIGKILL " + budget.Format(tl.Deadline)
 	d := col(tl.Deadline)
-	if !place(kill, d-len(kill)+1) {
-		place(kill, d)
-	}
-	place("0s", 0)
+	put(kill, d-len(kill)+1, d)
+	put("0s", 0)
 	if tl.SIGTERM > 0 {
 		term := "SIGTERM " + budget.Format(tl.SIGTERM)
 		s := col(tl.SIGTERM)
-		if !place(term, s) {
-			place(term, s-len(term)+1)
+		put(term, s, s-len(term)+1)
+	}
+	var out []string
+	for i := len(rows) - 1; i >= 0; i-- {
+		if l := strings.TrimRight(string(rows[i].line), " "); l != "" || i == 0 {
+			out = append(out, l)
 		}
 	}
-	return strings.TrimRight(string(line), " ")
+	return out
 }
 
 // ticks marks the columns of deletion, SIGTERM and SIGKILL.
@@ -183,8 +206,9 @@ func ticks(col func(time.Duration) int, tl budget.Timeline) string {
 }
 
 // events lists the timeline's moments in time order, one a line:
-// "t=8s   SIGTERM". Moments after SIGKILL never come, and say so.
-func events(tl budget.Timeline) []string {
+// "t=8s   SIGTERM". Moments after SIGKILL never come, and say so. sigterm
+// names the SIGTERM event ("SIGTERM to app" when containers differ).
+func events(tl budget.Timeline, sigterm string) []string {
 	ev := tl.Events()
 	slices.SortStableFunc(ev, func(a, b budget.Event) int { return cmp.Compare(a.At, b.At) })
 	w := 0
@@ -193,7 +217,11 @@ func events(tl budget.Timeline) []string {
 	}
 	out := make([]string, len(ev))
 	for i, e := range ev {
-		out[i] = fmt.Sprintf("t=%-*s  %s", w, budget.Format(e.At), e.Name)
+		name := e.Name
+		if name == "SIGTERM" {
+			name = sigterm
+		}
+		out[i] = fmt.Sprintf("t=%-*s  %s", w, budget.Format(e.At), name)
 		if e.At > tl.Deadline {
 			out[i] += " (never: SIGKILL comes first)"
 		}

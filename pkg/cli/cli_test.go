@@ -181,7 +181,7 @@ spec:
 			t.Errorf("output lacks %q:\n%s", w, out)
 		}
 	}
-	if !strings.Contains(stderr, "note: namespace legacy is defined in the input and used as it is") {
+	if !strings.Contains(stderr, "note: namespace legacy is defined in the input and used as written") {
 		t.Errorf("a --mode that a Namespace in the input overrides must be noted, stderr:\n%s", stderr)
 	}
 }
@@ -193,7 +193,7 @@ func TestMutateKeepsWhatItDoesNotKnow(t *testing.T) {
 	}
 	docs := strings.Split(out, "\n---\n")
 	if len(docs) != 4 {
-		t.Fatalf("want 4 documents (Deployment, Pod and Service from the List, ConfigMap), got %d:\n%s", len(docs), out)
+		t.Fatalf("want the input's 4 documents (Deployment, the List of a Pod and a Service, a comment, ConfigMap), got %d:\n%s", len(docs), out)
 	}
 	var deploy struct {
 		Spec struct {

@@ -84,12 +84,16 @@ func mutate(t Target, s Settings, p paths, bad []Finding, r *Report) {
 	need := r.Budget.Grace()
 	if f := budget.Check(r.Budget, r.Grace, s.maxGrace); f.OverCap() {
 		r.Violations = append(r.Violations, overCap(t, f))
+		for _, c := range targets {
+			r.Stops = append(r.Stops, stopOf(c, false))
+		}
 		return
 	}
 
 	sleep := budget.CeilSeconds(s.Budget.Routing)
 	for _, c := range targets {
 		if s.PreStop == PreStopNone || sleep == 0 || (c.c.Lifecycle != nil && c.c.Lifecycle.PreStop != nil) {
+			r.Stops = append(r.Stops, stopOf(c, false))
 			continue
 		}
 		h := preStopHandler(s.PreStop, sleep)
@@ -102,6 +106,7 @@ func mutate(t Target, s Settings, p paths, bad []Finding, r *Report) {
 			ch.Op = add(c.pointer+"/lifecycle/preStop", h)
 		}
 		r.Changes = append(r.Changes, ch)
+		r.Stops = append(r.Stops, stopOf(c, true))
 	}
 
 	addProbes(targets, s, p, r)
@@ -117,7 +122,7 @@ func mutate(t Target, s Settings, p paths, bad []Finding, r *Report) {
 		r.Grace = need
 	}
 
-	advise(targets, r)
+	advise(targets, s.ReadinessPath != "", r)
 
 	note := r.Budget.Annotation(r.Grace)
 	if t.Meta.Annotations[AnnotationBudget] != note {
@@ -136,6 +141,15 @@ func mutate(t Target, s Settings, p paths, bad []Finding, r *Report) {
 		t.Meta.Annotations[AnnotationBudget] = note
 		r.Changes = append(r.Changes, ch)
 	}
+}
+
+func stopOf(c container, added bool) ContainerStop {
+	var h *corev1.LifecycleHandler
+	if c.c.Lifecycle != nil {
+		h = c.c.Lifecycle.PreStop
+	}
+	hl := preStopLength(h)
+	return ContainerStop{Name: c.c.Name, Hook: hl.D, Known: hl.Known, Desc: hl.Desc, Added: added}
 }
 
 func preStopHandler(h PreStopHandler, seconds int64) *corev1.LifecycleHandler {
@@ -329,11 +343,11 @@ func addProbes(targets []container, s Settings, p paths, r *Report) {
 			})
 		}
 		if !covered {
-			why := "no port to probe; set " + AnnotationProbePort
 			if s.ProbePort != nil {
-				why = "no container declares port " + strconv.Quote(s.ProbePort.String())
+				r.warn(WarnNoProbePort, p.pod.Key(pr.key), pr.path, "no container declares port %q; no probe added", s.ProbePort.String())
+				continue
 			}
-			r.warn(WarnNoProbePort, p.pod.Key(pr.key), pr.path, "%s; no probe added", why)
+			r.warn(WarnNoProbePort, p.pod.Key(pr.key), pr.path, "no port to probe; set %s; no probe added", AnnotationProbePort)
 		}
 	}
 }
@@ -360,8 +374,10 @@ func probePort(c *corev1.Container, want *intstr.IntOrString) (intstr.IntOrStrin
 	return intstr.IntOrString{}, false
 }
 
-// advise adds the warnings about the final containers.
-func advise(targets []container, r *Report) {
+// advise adds the warnings about the final containers. asked says a
+// readiness path is set: then a container left without a probe is
+// already explained (no port to probe), not told to set the path.
+func advise(targets []container, asked bool, r *Report) {
 	for _, c := range targets {
 		if isShellForm(c.c) {
 			f := "command"
@@ -376,7 +392,7 @@ func advise(targets []container, r *Report) {
 			r.warn(WarnLivenessIsReadiness, c.path.Child("livenessProbe"), "",
 				"same check as readinessProbe; draining would trigger restarts")
 		}
-		if len(c.c.Ports) > 0 && c.c.ReadinessProbe == nil {
+		if len(c.c.Ports) > 0 && c.c.ReadinessProbe == nil && !asked {
 			r.warn(WarnNoReadiness, c.path.Child("readinessProbe"), "",
 				"serving container has none; set %s", AnnotationReadinessPath)
 		}

@@ -37,6 +37,9 @@ var reasonDocs = map[Reason]struct{ kind, text string }{
 // Describe explains a reason in one sentence.
 func Describe(r Reason) string { return reasonDocs[r].text }
 
+// KindOf says what a reason is: "skip", "change", "warning" or "denial".
+func KindOf(r Reason) string { return reasonDocs[r].kind }
+
 // ReasonsTable renders every reason as a Markdown table for the docs.
 func ReasonsTable() string {
 	var b strings.Builder

@@ -172,6 +172,11 @@ type Report struct {
 	Sources map[budget.Term]Source
 	// Hook is the longest preStop hook of the treated containers.
 	Hook time.Duration
+	// Stops say how each treated container stops once the changes are
+	// made, in order: the kubelet runs a container's own preStop hook and
+	// then sends it SIGTERM, so containers with different hooks get
+	// SIGTERM at different times.
+	Stops []ContainerStop
 	// GraceBefore and Grace are the grace period as received and as left.
 	GraceBefore, Grace int64
 	Changes            []Change
@@ -180,6 +185,20 @@ type Report struct {
 	// Unlisted counts the violations found beyond MaxRecordedViolations,
 	// which are not in Violations.
 	Unlisted int
+}
+
+// ContainerStop is how one treated container stops: the preStop hook it
+// runs before its SIGTERM.
+type ContainerStop struct {
+	Name string
+	// Hook is the hook's length: exact when Known, else a lower bound;
+	// 0 with Known for no hook.
+	Hook  time.Duration
+	Known bool
+	// Desc describes the hook ("sleep 5s", "exec /wait-shutdown"); "" for none.
+	Desc string
+	// Added is set when the hook is graceguard's (Changes holds it).
+	Added bool
 }
 
 // Denied reports whether admission must be refused.
@@ -201,6 +220,46 @@ func (r *Report) Patch() []Operation {
 		ops[i] = c.Op
 	}
 	return ops
+}
+
+// Notice is one admission warning in full: what the API server shows, before
+// AdmissionWarnings bounds its length and number. The kubectl plugin
+// prints these.
+type Notice struct {
+	Reason Reason
+	// Field is the field path the warning is about.
+	Field string
+	// Text is the whole warning: "path: message", "enforce would set ...",
+	// "enforce would deny: ...".
+	Text string
+	// Denial marks what enforce mode would deny (warn mode).
+	Denial bool
+}
+
+// Notices are the admission warnings in full and all of them: advice,
+// plus, in warn mode, what enforce mode would have changed or denied. Each
+// is what AdmissionWarnings shortens.
+func (r *Report) Notices() []Notice {
+	var out []Notice
+	for _, f := range r.Warnings {
+		out = append(out, Notice{Reason: f.Reason, Field: f.Err.Field, Text: f.Err.Field + ": " + f.Err.Detail})
+	}
+	if r.Mode != ModeWarn {
+		return out
+	}
+	switch r.Stage {
+	case StageMutate:
+		for _, c := range r.Changes {
+			if c.Reason != ChangeBudget {
+				out = append(out, Notice{Reason: c.Reason, Field: c.Path.String(), Text: "enforce would set " + c.String()})
+			}
+		}
+	case StageValidate:
+		for _, v := range r.Violations {
+			out = append(out, Notice{Reason: v.Reason, Field: v.Err.Field, Text: "enforce would deny: " + v.Err.Error(), Denial: true})
+		}
+	}
+	return out
 }
 
 // AdmissionWarnings is what the API server shows the client: advice, plus,

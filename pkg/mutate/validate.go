@@ -34,7 +34,15 @@ func Validate(t Target, ns Namespace, opts Options) *Report {
 		return r
 	}
 	if len(bad) > 0 {
-		r.Violations = bad
+		// Everything wrong at once, not one fix per round trip: the
+		// containers named, and, on a Pod mutation left as it was, the
+		// hooks that outlast its grace. (A template's or a warn-mode Pod's
+		// grace would be raised once the annotations parse.)
+		_, tbad := selectTargets(t, s, p)
+		r.Violations = append(bad, tbad...)
+		if !t.Template && s.Mode != ModeWarn {
+			checkHooks(t, r)
+		}
 		return r
 	}
 	if _, tbad := selectTargets(t, s, p); len(tbad) > 0 {
