@@ -19,6 +19,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/graceguard/graceguard/internal/version"
 	"github.com/graceguard/graceguard/pkg/config"
 	"github.com/graceguard/graceguard/pkg/server"
 )
@@ -26,7 +27,7 @@ import (
 func main() {
 	// SetupSignalHandler cancels the context on the first SIGTERM or
 	// SIGINT, which starts the graceful shutdown; a second one exits at once.
-	os.Exit(run(ctrl.SetupSignalHandler(), os.Args[1:], os.Stderr))
+	os.Exit(run(ctrl.SetupSignalHandler(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // Exit codes.
@@ -37,7 +38,7 @@ const (
 )
 
 // run parses args, validates them and serves until ctx ends.
-func run(ctx context.Context, args []string, stderr io.Writer) int {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "observe" {
 		return observe(ctx, args[1:], stderr)
 	}
@@ -45,6 +46,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("graceguard-webhook", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg.BindFlags(fs)
+	showVersion := fs.Bool("version", false, "Print the version and exit.")
 	zapOpts := zap.Options{}
 	goFlags := flag.NewFlagSet("", flag.ContinueOnError)
 	zapOpts.BindFlags(goFlags)
@@ -61,6 +63,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%v\nrun with --help for the flags\n", err)
 		return exitUsage
 	}
+	if *showVersion {
+		fmt.Fprintf(stdout, "graceguard-webhook %s\n", version.GetInfo())
+		return exitOK
+	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "unexpected arguments: %v\n", fs.Args())
 		return exitUsage
@@ -75,6 +81,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	// logger; graceguard's packages take the logger from the context.
 	ctrl.SetLogger(log)
 	ctx = logf.IntoContext(ctx, log)
+	info := version.GetInfo()
+	log.Info("starting graceguard webhook", "version", info.Version, "go", info.GoVersion, "platform", info.Platform)
 
 	if limit, ok := memoryLimit(os.Getenv); ok {
 		debug.SetMemoryLimit(limit)

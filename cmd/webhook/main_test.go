@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/graceguard/graceguard/internal/version"
 )
 
 func TestRun(t *testing.T) {
@@ -103,15 +106,21 @@ func TestRun(t *testing.T) {
 				"--routing-profile", "--default-routing-profile", "--karpenter-termination-grace-period", "--node-shutdown-grace-period"},
 		},
 		{
+			name:     "--version prints the version, the Go toolchain and the platform, and exits 0",
+			args:     []string{"--version"},
+			wantCode: exitOK,
+			wantOut:  []string{"graceguard-webhook " + version.Get() + " (go1.", runtime.GOOS + "/" + runtime.GOARCH},
+		},
+		{
 			name:     "valid flags without a reachable API server exit 1 with the reason logged",
 			args:     []string{"--kubeconfig=" + missing, "--zap-devel=false"},
 			wantCode: exitError,
-			wantOut:  []string{"webhook stopped", "connecting to the API server"},
+			wantOut:  []string{`"starting graceguard webhook"`, `"version":"` + version.Get() + `"`, "webhook stopped", "connecting to the API server"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
-			code := run(context.Background(), tc.args, &out)
+			code := run(context.Background(), tc.args, &out, &out)
 			if code != tc.wantCode {
 				t.Errorf("exit code %d, want %d; output:\n%s", code, tc.wantCode, out.String())
 			}

@@ -284,7 +284,7 @@ func TestReadsDirectories(t *testing.T) {
 
 func TestVersion(t *testing.T) {
 	code, out, _ := run(t, "", "version")
-	if code != ExitOK || !strings.HasPrefix(out, "kubectl-graceguard ") {
+	if code != ExitOK || !strings.HasPrefix(out, "kubectl-graceguard "+Version+" (go") {
 		t.Fatalf("exit %d: %q", code, out)
 	}
 }

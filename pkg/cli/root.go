@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	buildversion "github.com/graceguard/graceguard/internal/version"
 )
 
 // Exit codes, stable and documented in docs/plugin.md.
@@ -27,10 +28,9 @@ const (
 // ExitDenied is ExitFindings under its first name.
 const ExitDenied = ExitFindings
 
-// Version is the plugin's version, set at link time with
-// -ldflags "-X github.com/graceguard/graceguard/pkg/cli.Version=v1.2.3";
-// when empty, the module version from the build info is shown.
-var Version string
+// Version is the plugin's version: internal/version.Get, which `make build`
+// and `make dist` set at link time from git tags (hack/version.sh).
+var Version = buildversion.Get()
 
 // errFindings ends a run whose report was already printed with ExitFindings.
 var errFindings = errors.New("findings at the --fail-on level")
@@ -103,7 +103,7 @@ running Pod of a live cluster.`,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl graceguard"},
 		SilenceErrors: true,
 		SilenceUsage:  true,
-		Version:       version(),
+		Version:       versionLine(),
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetVersionTemplate("kubectl-graceguard {{.Version}}\n")
@@ -124,20 +124,22 @@ func newVersionCmd() *cobra.Command {
 		Short: "Print the plugin's version",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "kubectl-graceguard %s\n", version())
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "kubectl-graceguard %s\n", versionLine())
 			return err
 		},
 	}
 }
 
-func version() string {
-	if Version != "" {
-		return Version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
+// version is the plugin's version (Version), for the version command and
+// --version.
+func version() string { return Version }
+
+// versionLine is the version with the Go toolchain and platform, as
+// `version` and `--version` print it.
+func versionLine() string {
+	info := buildversion.GetInfo()
+	info.Version = version()
+	return info.String()
 }
 
 // noArgs refuses positional arguments, pointing at -f for what was most

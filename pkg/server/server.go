@@ -100,6 +100,9 @@ func Run(ctx context.Context, cfg config.Config, opts ...Option) error {
 	if err != nil {
 		return err
 	}
+	if err := registerBuildInfo(o.registry); err != nil {
+		return err
+	}
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(corev1.AddToScheme(scheme))

@@ -76,7 +76,7 @@ func TestDefaultsRunTwoSpreadReplicasProtectedByABudget(t *testing.T) {
 	if s, _ := metav1.LabelSelectorAsSelector(term.LabelSelector); term.TopologyKey != "kubernetes.io/hostname" || !s.Matches(labels.Set(pod.Labels)) {
 		t.Errorf("anti-affinity term %+v does not keep the webhook's own Pods apart by node", term)
 	}
-	if got := r.container(t).Image; got != "registry.local/graceguard:0.1.0" {
+	if got := r.container(t).Image; got != "registry.local/graceguard:v0.1.0" {
 		t.Errorf("image = %q, want the repository at the chart's appVersion", got)
 	}
 }

@@ -126,8 +126,8 @@ func Markdown(r *Run, assets string) string {
 	if in := r.Install; in != nil {
 		b.WriteString("## 0. Install with the Helm chart\n\n")
 		fmt.Fprintf(&b, "`%s` installed as release `%s` in `%s` with the Helm SDK (`action.NewInstall`, server-side apply) and the\n"+
-			"chart's defaults except the image: `%s`, `pullPolicy: Never`, built from `cmd/webhook` and imported into the node's\n"+
-			"containerd. Certificates are the chart's default, self-managed: the webhook fills the chart's empty Secret, the kubelet\n"+
+			"chart's defaults except the image: `%s`, `pullPolicy: Never`, the release image of this commit (`make image-oci`,\n"+
+			"built as `make dist` builds it, without Docker) imported into the node's containerd. Certificates are the chart's default, self-managed: the webhook fills the chart's empty Secret, the kubelet\n"+
 			"mounts it, and the webhook injects its CA into the webhook configurations.\n\n", in.Chart, in.Release, in.Namespace, in.Image)
 		fmt.Fprintf(&b, "| after `helm install` started | seconds |\n|---|---|\n| install returned | %s |\n| caBundle injected in every webhook | %s |\n| %d replicas Ready | %s |\n| a dry-run Pod comes back mutated | %s |\n\n",
 			secs(in.HelmInstall), secs(in.CABundle), in.Replicas, secs(in.ReplicasUp), secs(in.DryRunMutate))
