@@ -1,7 +1,7 @@
 // Command webhook is graceguard's admission webhook server. It only wires:
-// flags into a validated config.Config, logging, a signal context, and
-// server.Run. `webhook observe` runs the shutdown observer instead
-// (pkg/observer), from the same image.
+// flags into a validated config.Config, logging, a signal context, the API
+// server connection and metrics registry, and server.Run. `webhook observe`
+// runs the shutdown observer instead (pkg/observer), from the same image.
 package main
 
 import (
@@ -15,12 +15,15 @@ import (
 	"strconv"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/graceguard/graceguard/internal/version"
 	"github.com/graceguard/graceguard/pkg/config"
+	"github.com/graceguard/graceguard/pkg/observer"
 	"github.com/graceguard/graceguard/pkg/server"
 )
 
@@ -37,16 +40,42 @@ const (
 	exitUsage = 2
 )
 
+// command is one of the binary's two: its flags and what it serves.
+type command struct {
+	name  string // for --help and errors: "graceguard-webhook observe"
+	what  string // for logs: "webhook", "observer"
+	flags config.Flags
+	// version adds --version.
+	version bool
+	serve   func(ctx context.Context, rest *rest.Config) error
+}
+
 // run parses args, validates them and serves until ctx ends.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "observe" {
-		return observe(ctx, args[1:], stderr)
+		// `webhook observe [flags]`: graceguard's shutdown observer, run
+		// from the same image as a Deployment of its own.
+		cfg := observer.Default()
+		return command{name: "graceguard-webhook observe", what: "observer", flags: config.ObserverFlags(&cfg),
+			serve: func(ctx context.Context, rest *rest.Config) error {
+				return observer.Run(ctx, cfg, rest, metrics.Registry)
+			}}.run(ctx, args[1:], stdout, stderr)
 	}
 	cfg := config.Default()
-	fs := pflag.NewFlagSet("graceguard-webhook", pflag.ContinueOnError)
+	return command{name: "graceguard-webhook", what: "webhook", flags: cfg.Flags(), version: true,
+		serve: func(ctx context.Context, rest *rest.Config) error {
+			return server.Run(ctx, cfg, rest, metrics.Registry)
+		}}.run(ctx, args, stdout, stderr)
+}
+
+func (c command) run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet(c.name, pflag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfg.BindFlags(fs)
-	showVersion := fs.Bool("version", false, "Print the version and exit.")
+	c.flags.Bind(fs)
+	showVersion := false
+	if c.version {
+		fs.BoolVar(&showVersion, "version", false, "Print the version and exit.")
+	}
 	zapOpts := zap.Options{}
 	goFlags := flag.NewFlagSet("", flag.ContinueOnError)
 	zapOpts.BindFlags(goFlags)
@@ -60,10 +89,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if errors.Is(err, pflag.ErrHelp) {
 			return exitOK
 		}
-		fmt.Fprintf(stderr, "%v\nrun with --help for the flags\n", err)
+		fmt.Fprintf(stderr, "%v\nrun %s --help for the flags\n", err, c.name)
 		return exitUsage
 	}
-	if *showVersion {
+	if showVersion {
 		fmt.Fprintf(stdout, "graceguard-webhook %s\n", version.GetInfo())
 		return exitOK
 	}
@@ -71,7 +100,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "unexpected arguments: %v\n", fs.Args())
 		return exitUsage
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := c.flags.Validate(); err != nil {
 		fmt.Fprintf(stderr, "invalid flags: %v\n", err)
 		return exitUsage
 	}
@@ -82,18 +111,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ctrl.SetLogger(log)
 	ctx = logf.IntoContext(ctx, log)
 	info := version.GetInfo()
-	log.Info("starting graceguard webhook", "version", info.Version, "go", info.GoVersion, "platform", info.Platform)
-
+	log.Info("starting graceguard "+c.what, "version", info.Version, "go", info.GoVersion, "platform", info.Platform)
 	if limit, ok := memoryLimit(os.Getenv); ok {
 		debug.SetMemoryLimit(limit)
 		log.Info("Go heap kept under 90% of the container's memory limit", "bytes", limit)
 	}
-
-	if err := server.Run(ctx, cfg); err != nil {
-		log.Error(err, "webhook stopped")
+	if err := c.connect(ctx); err != nil {
+		log.Error(err, c.what+" stopped")
 		return exitError
 	}
 	return exitOK
+}
+
+// connect finds the API server (in-cluster, or --kubeconfig, or
+// $KUBECONFIG) and serves.
+func (c command) connect(ctx context.Context) error {
+	rest, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("connecting to the API server: %w", err)
+	}
+	return c.serve(ctx, rest)
 }
 
 // memoryLimit is the soft limit for the Go heap: 90% of the container's

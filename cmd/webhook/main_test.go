@@ -24,13 +24,13 @@ func TestRun(t *testing.T) {
 			name:     "a port out of range exits 2 naming the flag and the accepted values",
 			args:     []string{"--port=0"},
 			wantCode: exitUsage,
-			wantOut:  []string{"invalid flags:", "--port=0: want 1-65535"},
+			wantOut:  []string{"invalid flags:", "--port=0: want 1 to 65535"},
 		},
 		{
 			name:     "every invalid flag is reported at once",
 			args:     []string{"--port=70000", "--drain-timeout=0s", "--shutdown-delay=6m"},
 			wantCode: exitUsage,
-			wantOut:  []string{"--port=70000: want 1-65535", "--drain-timeout=0s: want 1s to 5m", "--shutdown-delay=6m0s: want 0 to 5m"},
+			wantOut:  []string{"--port=70000: want 1 to 65535", "--drain-timeout=0s: want 1s to 5m", "--shutdown-delay=6m: want 0s to 5m"},
 		},
 		{
 			name:     "a value outside a flag's choices exits 2 naming the choices",
@@ -54,7 +54,7 @@ func TestRun(t *testing.T) {
 			name:     "an unknown default routing profile exits 2 naming the profiles there are",
 			args:     []string{"--routing-profile=corp-lb=45s", "--default-routing-profile=corp"},
 			wantCode: exitUsage,
-			wantOut:  []string{`--default-routing-profile="corp": no such profile; want one of kube-proxy, ingress-nginx, aws-alb-ip, aws-nlb-ip, gke-neg, azure-agic, corp-lb`},
+			wantOut:  []string{`--default-routing-profile=corp: no such profile; want one of kube-proxy, ingress-nginx, aws-alb-ip, aws-nlb-ip, gke-neg, azure-agic, corp-lb`},
 		},
 		{
 			name:     "a graceful node shutdown that leaves regular Pods nothing exits 2",
@@ -78,13 +78,37 @@ func TestRun(t *testing.T) {
 			name:     "an in-flight budget smaller than the largest review exits 2",
 			args:     []string{"--max-inflight-review-bytes=1Mi"},
 			wantCode: exitUsage,
-			wantOut:  []string{"--max-inflight-review-bytes=1048576: want at least 7340032 (7Mi), the largest review"},
+			wantOut:  []string{"--max-inflight-review-bytes=1Mi: want at least 7340032 (7Mi), the largest review"},
 		},
 		{
 			name:     "a byte count that is not one exits 2 saying what is accepted",
 			args:     []string{"--max-inflight-review-bytes=lots"},
 			wantCode: exitUsage,
 			wantOut:  []string{`"lots" is not a byte count: want a quantity like 16Mi or 16777216`},
+		},
+		{
+			name:     "self-managed certificates with names the API server refuses exit 2 at validation, not 1 once running",
+			args:     []string{"--cert-mode=self-managed", "--namespace=graceguard-system", "--service-name=Bad_Name", "--cert-dir=relative/dir"},
+			wantCode: exitUsage,
+			wantOut:  []string{"invalid flags:", "--service-name=Bad_Name: a DNS-1035 label", "--cert-dir=relative/dir: must be an absolute path"},
+		},
+		{
+			name:     "observe: an invalid flag exits 2 naming it",
+			args:     []string{"observe", "--namespace=x", "--min-samples=0"},
+			wantCode: exitUsage,
+			wantOut:  []string{"invalid flags:", "--min-samples=0: want 1 to 50"},
+		},
+		{
+			name:     "observe: an unknown flag exits 2 pointing at observe's help",
+			args:     []string{"observe", "--port=1"},
+			wantCode: exitUsage,
+			wantOut:  []string{"unknown flag: --port", "run graceguard-webhook observe --help"},
+		},
+		{
+			name:     "observe: valid flags without a reachable API server exit 1 with the reason logged",
+			args:     []string{"observe", "--namespace=x", "--kubeconfig=" + missing},
+			wantCode: exitError,
+			wantOut:  []string{`"starting graceguard observer"`, "observer stopped", "connecting to the API server"},
 		},
 		{
 			name:     "an unknown flag exits 2",

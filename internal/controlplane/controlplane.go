@@ -144,10 +144,7 @@ func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 	srvCtx, cancel := context.WithCancel(logf.IntoContext(context.Background(), o.Log))
 	cp.cancel = cancel
 	go func() {
-		cp.done <- server.Run(srvCtx, cfg,
-			server.WithRESTConfig(restCfg),
-			server.WithRegistry(cp.metrics),
-			server.WithWebhookHost("127.0.0.1"))
+		cp.done <- server.Run(srvCtx, cfg, restCfg, cp.metrics, server.WithWebhookHost("127.0.0.1"))
 	}()
 
 	if err := cp.waitAdmitting(ctx); err != nil {

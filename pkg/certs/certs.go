@@ -4,7 +4,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
@@ -69,26 +67,24 @@ func DefaultLifetimes() Lifetimes {
 }
 
 // Config names the Secret, the Service and the webhook configurations.
-// Each field maps to one webhook flag, named in the errors of Validate.
+// The webhook fills it from its flags (config.Config.Certs).
 type Config struct {
-	// Namespace holds the Secret and the Service (--namespace, graceguard's own).
+	// Namespace holds the Secret and the Service, graceguard's own.
 	Namespace string
-	// SecretName is the Secret keeping ca.crt, ca.key, tls.crt and tls.key
-	// (--cert-secret-name). It must exist; its data may be empty.
+	// SecretName is the Secret keeping ca.crt, ca.key, tls.crt and tls.key;
+	// it must exist, and its data may be empty.
 	SecretName string
-	// ServiceName is the webhook's Service (--service-name). The API server
-	// dials <service>.<namespace>.svc, the certificate's common name.
+	// ServiceName is the webhook's Service: the API
+	// server dials <service>.<namespace>.svc, the certificate's common name.
 	ServiceName string
 	// ExtraDNSNames are added to the certificate's names after
 	// <service>.<namespace>.svc and <service>.<namespace>.svc.cluster.local.
 	ExtraDNSNames []string
-	// MutatingWebhookConfiguration gets the CA as caBundle of every webhook
-	// (--mutating-webhook-configuration).
+	// MutatingWebhookConfiguration gets the CA as caBundle of every webhook.
 	MutatingWebhookConfiguration string
-	// ValidatingWebhookConfiguration gets the CA as caBundle of every webhook
-	// (--validating-webhook-configuration).
+	// ValidatingWebhookConfiguration gets the CA as caBundle of every webhook.
 	ValidatingWebhookConfiguration string
-	// CertDir is where the Secret is mounted (--cert-dir); ready is closed
+	// CertDir is where the Secret is mounted; ready is closed
 	// once tls.crt appears there and the CA is injected.
 	CertDir string
 	// Lifetimes of the certificates; zero fields take DefaultLifetimes.
@@ -127,34 +123,65 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate checks c after defaulting, naming the flag at fault. The
+// The rules Validate applies to Config's names and directory: the API
+// server's own rules for each object's name. The flags that fill them
+// (pkg/config) check them with these, so a configuration the flags accept
+// is one Validate accepts. Each says what is wrong with a value, and what
+// is accepted, or returns nil.
+var (
+	CheckNamespace            = nameRule(validation.IsDNS1123Label)
+	CheckSecretName           = nameRule(validation.IsDNS1123Subdomain)
+	CheckServiceName          = nameRule(validation.IsDNS1035Label)
+	CheckWebhookConfiguration = nameRule(validation.IsDNS1123Subdomain)
+)
+
+func nameRule(rule func(string) []string) func(string) error {
+	return func(v string) error {
+		if v == "" {
+			return errors.New("must not be empty")
+		}
+		if msgs := rule(v); len(msgs) > 0 {
+			return errors.New(strings.Join(msgs, "; "))
+		}
+		return nil
+	}
+}
+
+// CheckCertDir requires an absolute path: the rotator and the Secret sync
+// write there, whatever the process's working directory.
+func CheckCertDir(dir string) error {
+	if !filepath.IsAbs(dir) {
+		return errors.New("must be an absolute path (where the Secret is mounted)")
+	}
+	return nil
+}
+
+// Validate checks c after defaulting, naming the field at fault. The
 // lifetimes must let a certificate be replaced before it expires without
 // replacing it at every check:
 // CheckInterval < RenewBefore < Serving <= CA.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
 	var errs []error
-	name := func(flag, v string, check func(string) []string) {
-		if v == "" {
-			errs = append(errs, fmt.Errorf("%s: must not be empty", flag))
-			return
-		}
-		if msgs := check(v); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("%s=%q: %s", flag, v, strings.Join(msgs, "; ")))
+	for _, f := range []struct {
+		name, value string
+		check       func(string) error
+	}{
+		{"namespace", c.Namespace, CheckNamespace},
+		{"Secret name", c.SecretName, CheckSecretName},
+		{"Service name", c.ServiceName, CheckServiceName},
+		{"mutating webhook configuration", c.MutatingWebhookConfiguration, CheckWebhookConfiguration},
+		{"validating webhook configuration", c.ValidatingWebhookConfiguration, CheckWebhookConfiguration},
+		{"cert dir", c.CertDir, CheckCertDir},
+	} {
+		if err := f.check(f.value); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: %w", f.name, f.value, err))
 		}
 	}
-	name("--namespace", c.Namespace, validation.IsDNS1123Label)
-	name("--cert-secret-name", c.SecretName, validation.IsDNS1123Subdomain)
-	name("--service-name", c.ServiceName, validation.IsDNS1035Label)
-	name("--mutating-webhook-configuration", c.MutatingWebhookConfiguration, validation.IsDNS1123Subdomain)
-	name("--validating-webhook-configuration", c.ValidatingWebhookConfiguration, validation.IsDNS1123Subdomain)
 	for _, n := range c.ExtraDNSNames {
 		if msgs := validation.IsDNS1123Subdomain(n); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("extra DNS name %q: %s", n, strings.Join(msgs, "; ")))
 		}
-	}
-	if c.CertDir == "" || !filepath.IsAbs(c.CertDir) {
-		errs = append(errs, fmt.Errorf("--cert-dir=%q: must be an absolute path (where the Secret is mounted)", c.CertDir))
 	}
 
 	l := c.Lifetimes
@@ -180,7 +207,7 @@ func (l Lifetimes) String() string {
 // every CheckInterval, it fills or renews the Secret and injects the CA
 // into both webhook configurations. ready is closed once this replica has
 // tls.crt in CertDir and the CA is injected; serve the webhooks, and
-// report ready, only after that (see ReadyCheck). If the certificates do
+// report ready, only after that. If the certificates do
 // not appear in CertDir after about 17 minutes of retries, the rotator
 // stops the manager with an error so the Pod restarts.
 //
@@ -244,18 +271,5 @@ func newRotator(cfg Config, ready chan struct{}) *rotator.CertRotator {
 		// Inject the CA only once this replica has certificates on disk.
 		EnableReadinessCheck: true,
 		ControllerName:       controllerName,
-	}
-}
-
-// ReadyCheck reports not ready until ready is closed; add it to /readyz so
-// a replica receives no reviews before it can serve TLS.
-func ReadyCheck(ready <-chan struct{}) healthz.Checker {
-	return func(*http.Request) error {
-		select {
-		case <-ready:
-			return nil
-		default:
-			return errors.New("serving certificates are not ready yet")
-		}
 	}
 }

@@ -73,14 +73,14 @@ func TestValidate(t *testing.T) {
 		want   []string // substrings of the error; none means valid
 	}{
 		{"the chart's configuration is valid", func(*Config) {}, nil},
-		{"an empty secret name names the flag", func(c *Config) { c.SecretName = "" }, []string{"--cert-secret-name: must not be empty"}},
-		{"a secret name with capitals is refused", func(c *Config) { c.SecretName = "Cert" }, []string{`--cert-secret-name="Cert"`}},
-		{"a service name must be a DNS-1035 label", func(c *Config) { c.ServiceName = "1graceguard" }, []string{`--service-name="1graceguard"`}},
-		{"a namespace with dots is refused", func(c *Config) { c.Namespace = "a.b" }, []string{`--namespace="a.b"`}},
+		{"an empty secret name names the field", func(c *Config) { c.SecretName = "" }, []string{`Secret name "": must not be empty`}},
+		{"a secret name with capitals is refused", func(c *Config) { c.SecretName = "Cert" }, []string{`Secret name "Cert": a lowercase RFC 1123 subdomain`}},
+		{"a service name must be a DNS-1035 label", func(c *Config) { c.ServiceName = "1graceguard" }, []string{`Service name "1graceguard": a DNS-1035 label`}},
+		{"a namespace with dots is refused", func(c *Config) { c.Namespace = "a.b" }, []string{`namespace "a.b": must not contain dots`}},
 		{"both webhook configurations are required", func(c *Config) {
 			c.MutatingWebhookConfiguration, c.ValidatingWebhookConfiguration = "", ""
-		}, []string{"--mutating-webhook-configuration: must not be empty", "--validating-webhook-configuration: must not be empty"}},
-		{"a relative cert dir is refused", func(c *Config) { c.CertDir = "certs" }, []string{`--cert-dir="certs": must be an absolute path`}},
+		}, []string{`mutating webhook configuration "": must not be empty`, `validating webhook configuration "": must not be empty`}},
+		{"a relative cert dir is refused", func(c *Config) { c.CertDir = "certs" }, []string{`cert dir "certs": must be an absolute path`}},
 		{"an extra DNS name must be a DNS name", func(c *Config) { c.ExtraDNSNames = []string{"not a name"} }, []string{`extra DNS name "not a name"`}},
 		{"a check interval as long as renew-before could miss expiry", func(c *Config) {
 			c.Lifetimes = Lifetimes{CheckInterval: 90 * day}
@@ -228,18 +228,6 @@ func TestCertificatesAreRenewedBeforeTheyExpireAndNotBefore(t *testing.T) {
 	}
 }
 
-func TestReadyCheck(t *testing.T) {
-	ready := make(chan struct{})
-	check := ReadyCheck(ready)
-	if err := check(nil); err == nil {
-		t.Fatal("ready before the certificates are")
-	}
-	close(ready)
-	if err := check(nil); err != nil {
-		t.Fatalf("not ready after the certificates are: %v", err)
-	}
-}
-
 // offlineManager builds a manager that never reaches an API server: the
 // rotator only registers a cache and a controller until Start.
 func offlineManager(t *testing.T) manager.Manager {
@@ -258,8 +246,8 @@ func TestAddRotator(t *testing.T) {
 	mgr := offlineManager(t)
 	bad := validConfig()
 	bad.SecretName = ""
-	if err := AddRotator(mgr, bad, make(chan struct{})); err == nil || !strings.Contains(err.Error(), "--cert-secret-name") {
-		t.Errorf("AddRotator with no secret name = %v, want an error naming --cert-secret-name", err)
+	if err := AddRotator(mgr, bad, make(chan struct{})); err == nil || !strings.Contains(err.Error(), "Secret name") {
+		t.Errorf("AddRotator with no secret name = %v, want an error naming the Secret name", err)
 	}
 	if err := AddRotator(nil, validConfig(), make(chan struct{})); err == nil {
 		t.Error("AddRotator(nil manager) = nil")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/graceguard/graceguard/pkg/budget"
+	"github.com/spf13/pflag"
 )
 
 // run drives the plugin in-process, as a person would from a shell.
@@ -42,7 +44,7 @@ func TestBadInputIsAUsageErrorThatSaysWhatIsAccepted(t *testing.T) {
 		{"a preStop handler that does not exist", []string{"mutate", "-f", "testdata/check.yaml", "--prestop-handler=wait"},
 			[]string{`"wait"`, `"--prestop-handler"`, "sleep, exec, none"}},
 		{"a mode that does not exist", []string{"check", "-f", "testdata/check.yaml", "--mode=audit"},
-			[]string{`"audit"`, `"--mode"`, `"enforce" or "warn"`}},
+			[]string{`"audit"`, `"--mode"`, `is not one of enforce, warn`}},
 		{"a namespace annotation graceguard does not read from namespaces", []string{"check", "-f", "testdata/check.yaml",
 			"--namespace-annotations", "graceguard.io/max-work=30s,graceguard.io/containers=app"},
 			[]string{`unknown key "graceguard.io/containers"`, "--namespace-annotations", "graceguard.io/routing-delay", "graceguard.io/probe-port"}},
@@ -338,5 +340,40 @@ func TestChartStaysReadable(t *testing.T) {
 				t.Errorf("no colour codes")
 			}
 		})
+	}
+}
+
+// The plugin's help and messages name flags (explain names the ceiling
+// flags and where each default comes from); each must be a flag of one of
+// its commands, so a renamed flag fails here until the texts follow.
+func TestFlagsTheTextsNameExist(t *testing.T) {
+	names := map[string]bool{"help": true, "version": true}
+	root := newRoot(nil, nil, nil)
+	for _, cmd := range append(root.Commands(), root) {
+		cmd.Flags().VisitAll(func(f *pflag.Flag) { names[f.Name] = true })
+	}
+	// Flags of the webhook (its cluster defaults are the plugin's too,
+	// config.BindOptions), and of kubectl and git quoted in examples.
+	for _, other := range []string{"server-side", "force-conflicts", "field-manager", "type", "no-index"} {
+		names[other] = true
+	}
+	flagRef := regexp.MustCompile("[ (`'\"]--([a-z][a-z0-9-]+)")
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") || f == "suggest.go" {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range flagRef.FindAllStringSubmatch(string(b), -1) {
+			if !names[m[1]] {
+				t.Errorf("%s names --%s, which is no flag of the plugin", f, m[1])
+			}
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/graceguard/graceguard/pkg/budget"
+	"github.com/graceguard/graceguard/pkg/config"
 	"github.com/graceguard/graceguard/pkg/mutate"
 )
 
@@ -258,8 +259,7 @@ func source(o object, t budget.Term) string {
 	case mutate.FromNamespace:
 		return "namespace " + o.ns + " annotation " + key
 	case mutate.FromCluster:
-		// The flags are named after the annotation keys (config.BindOptions).
-		return "cluster default --default-" + strings.TrimPrefix(key, "graceguard.io/")
+		return "cluster default " + config.DefaultFlag(t)
 	case mutate.FromHook:
 		return "the preStop hook, longer than the routing delay"
 	case mutate.FromAuto:
@@ -272,7 +272,7 @@ func source(o object, t budget.Term) string {
 		case mutate.FromNamespace:
 			where = "namespace " + o.ns + " annotation " + mutate.AnnotationRoutingProfile
 		case mutate.FromCluster:
-			where = "cluster default --default-routing-profile"
+			where = "cluster default " + config.DefaultProfileFlag
 		case mutate.FromPod:
 			if o.template() {
 				where = "Pod template annotation " + mutate.AnnotationRoutingProfile

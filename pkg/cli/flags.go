@@ -49,7 +49,7 @@ func bindInputFlags(cmd *cobra.Command) *inputFlags {
 // bindNamespaceFlags binds the flags that shape the namespace objects are
 // evaluated in; audit shares them.
 func bindNamespaceFlags(fs *pflag.FlagSet, f *inputFlags) {
-	fs.Var(modeValue{&f.mode}, "mode", "evaluate as if the namespace's "+mutate.LabelMode+" label were this: enforce or warn (default: --default-mode)")
+	fs.Var(config.ChoiceValue(&f.mode, mutate.Modes...), "mode", "evaluate as if the namespace's "+mutate.LabelMode+" label were this: enforce or warn (default: --default-mode)")
 	fs.Var(annotationsValue{f.annotations}, "namespace-annotations",
 		"evaluate as if the namespace carried these graceguard defaults (repeatable), e.g. "+mutate.AnnotationMaxWork+"=1m,"+mutate.AnnotationPreStop+"=exec")
 	fs.BoolVar(&f.assumeOptedIn, "assume-opted-in", false,
@@ -66,29 +66,8 @@ func (f *inputFlags) validate() error {
 	if errs := validation.IsDNS1123Label(f.namespace); len(errs) > 0 {
 		return fmt.Errorf("invalid argument %q for \"-n, --namespace\" flag: %s", f.namespace, strings.Join(errs, "; "))
 	}
-	return f.opts.Validate()
+	return config.ValidateOptions(f.opts)
 }
-
-// modeValue parses --mode with mutate.ParseMode; empty means "not set".
-type modeValue struct{ m *mutate.Mode }
-
-func (v modeValue) String() string {
-	if v.m == nil {
-		return ""
-	}
-	return string(*v.m)
-}
-
-func (v modeValue) Set(s string) error {
-	m, err := mutate.ParseMode(s)
-	if err != nil {
-		return err
-	}
-	*v.m = m
-	return nil
-}
-
-func (v modeValue) Type() string { return "mode" }
 
 // annotationsValue parses --namespace-annotations: key=value pairs,
 // comma-separated, repeatable. Keys are limited to the annotations a
@@ -150,26 +129,3 @@ func checkNamespaceDefault(key, value string) error {
 	}
 	return nil
 }
-
-// choiceValue is a flag that takes one of a few words.
-type choiceValue struct {
-	s       *string
-	choices []string
-}
-
-func (v choiceValue) String() string {
-	if v.s == nil {
-		return ""
-	}
-	return *v.s
-}
-
-func (v choiceValue) Set(s string) error {
-	if !slices.Contains(v.choices, s) {
-		return fmt.Errorf("%q is not one of %s", s, strings.Join(v.choices, ", "))
-	}
-	*v.s = s
-	return nil
-}
-
-func (v choiceValue) Type() string { return strings.Join(v.choices, "|") }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/graceguard/graceguard/pkg/api/v1alpha1"
 	"github.com/graceguard/graceguard/pkg/budget"
+	"github.com/graceguard/graceguard/pkg/config"
 	"github.com/graceguard/graceguard/pkg/mutate"
 	"github.com/graceguard/graceguard/pkg/observer"
 )
@@ -36,6 +37,7 @@ var recommendOutputs = []string{"text", "yaml"}
 
 func newRecommendCmd() *cobra.Command {
 	f := &recommendFlags{kube: genericclioptions.NewConfigFlags(true), output: "text", minSamples: observer.DefaultMinSamples}
+	minSamples := config.MinSamples(&f.minSamples)
 	cmd := &cobra.Command{
 		Use:   "recommend [-n NAMESPACE | -A]",
 		Short: "Say what graceguard.io/max-work each workload needs, from its observed shutdowns",
@@ -59,11 +61,8 @@ have their old budget.`,
   kubectl graceguard recommend -n shop -o yaml | kubectl apply --server-side --force-conflicts --field-manager=graceguard-recommend -f -`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !slices.Contains(recommendOutputs, f.output) {
-				return fmt.Errorf("invalid argument %q for \"-o, --output\" flag: want one of %s", f.output, strings.Join(recommendOutputs, ", "))
-			}
-			if f.minSamples < 1 || f.minSamples > v1alpha1.MaxSamples {
-				return fmt.Errorf("invalid argument \"%d\" for \"--min-samples\" flag: want 1 to %d (a report keeps %d samples)", f.minSamples, v1alpha1.MaxSamples, v1alpha1.MaxSamples)
+			if err := minSamples.Validate(); err != nil {
+				return err
 			}
 			reports, ns, err := f.list(cmd.Context())
 			if err != nil {
@@ -90,8 +89,8 @@ have their old budget.`,
 	fs := cmd.Flags()
 	f.kube.AddFlags(fs)
 	fs.BoolVarP(&f.allNamespaces, "all-namespaces", "A", false, "every namespace's reports")
-	fs.StringVarP(&f.output, "output", "o", f.output, "text, or yaml: the changes as partial objects, for kubectl apply --server-side --force-conflicts")
-	fs.IntVar(&f.minSamples, "min-samples", f.minSamples, "samples needed to recommend when no Pod was killed")
+	fs.VarP(config.ChoiceValue(&f.output, recommendOutputs...), "output", "o", "text, or yaml: the changes as partial objects, for kubectl apply --server-side --force-conflicts")
+	minSamples.Bind(fs)
 	return cmd
 }
 

@@ -36,13 +36,3 @@ func ceilingFindings(t Target, need int64, ceilings []budget.Ceiling) (warnings,
 	}
 	return warnings, violations
 }
-
-func validateCeilings(o Options) []string {
-	var errs []string
-	for _, c := range o.Ceilings {
-		if c.Limit < 0 {
-			errs = append(errs, fmt.Sprintf("%s=%s: must not be negative", c.Flag, budget.Format(c.Limit)))
-		}
-	}
-	return errs
-}

@@ -88,23 +88,6 @@ func TestResolveLayersPodOverNamespaceOverCluster(t *testing.T) {
 	}
 }
 
-func TestOptionsValidateNamesTheFlag(t *testing.T) {
-	o := DefaultOptions()
-	o.MaxGrace = 20 * time.Second
-	err := o.Validate()
-	if err == nil || !contains(err.Error(), "--max-grace-period=20s") || !contains(err.Error(), "needs 30s") {
-		t.Fatalf("Validate() = %v, want the cap flag named with the arithmetic", err)
-	}
-	o = DefaultOptions()
-	o.PreStop = "wait"
-	if err := o.Validate(); err == nil || !contains(err.Error(), `--prestop-handler: unsupported preStop handler "wait"`) {
-		t.Fatalf("Validate() = %v", err)
-	}
-	if err := DefaultOptions().Validate(); err != nil {
-		t.Fatalf("defaults must be valid: %v", err)
-	}
-}
-
 func contains(s, sub string) bool {
 	return strings.Contains(s, sub)
 }

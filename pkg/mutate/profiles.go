@@ -3,7 +3,6 @@ package mutate
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -124,33 +123,4 @@ func needText(f budget.Fit, s Settings, unit string) string {
 			f.Need, unit, s.Profile.Name, f.Budget.Grace(), f.Budget.Arithmetic())
 	}
 	return fmt.Sprintf("%d%s (%s)", f.Need, unit, f.Budget.Arithmetic())
-}
-
-// validateProfiles checks the options' routing profiles and default.
-func validateProfiles(o Options) []string {
-	var errs []string
-	seen := map[string]bool{}
-	for _, p := range o.Profiles {
-		if err := p.Validate(); err != nil {
-			errs = append(errs, fmt.Sprintf("--routing-profile=%s: %v", p.String(), err))
-		}
-		if seen[p.Name] {
-			errs = append(errs, fmt.Sprintf("--routing-profile: %q is given twice", p.Name))
-		}
-		seen[p.Name] = true
-	}
-	if o.DefaultProfile != "" {
-		if _, ok := budget.FindProfile(o.profiles(), o.DefaultProfile); !ok {
-			errs = append(errs, fmt.Sprintf("--default-routing-profile=%q: no such profile; want one of %s",
-				o.DefaultProfile, strings.Join(budget.ProfileNames(o.profiles()), ", ")))
-		}
-	}
-	if p, ok := budget.FindProfile(o.profiles(), o.DefaultProfile); ok && o.MaxGrace >= time.Second {
-		need := max(o.Defaults.Set(budget.Routing, p.Routing).Grace(), budget.CeilSeconds(p.GraceFloor))
-		if need > budget.CeilSeconds(o.MaxGrace) {
-			errs = append(errs, fmt.Sprintf("--default-routing-profile=%s: its Pods need %ds, over --max-grace-period=%s",
-				p.Name, need, budget.Format(o.MaxGrace)))
-		}
-	}
-	return errs
 }

@@ -61,9 +61,6 @@ func TestRoutingProfilePrecedence(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := mutate.DefaultOptions()
 			opts.DefaultProfile = tc.defaultProfile
-			if err := opts.Validate(); err != nil {
-				t.Fatal(err)
-			}
 			pod := profilePod(tc.podAnn)
 			r := mutate.Mutate(mutate.ForPod(pod), optedInNS(tc.nsAnn), opts)
 			if len(r.Violations) > 0 {
@@ -121,34 +118,6 @@ func TestOperatorProfiles(t *testing.T) {
 	v := mutate.Validate(mutate.ForPod(bad), optedInNS(nil), opts)
 	if !v.Denied() || !strings.Contains(v.Err().Error(), `Unsupported value: "corp-lbb"`) || !strings.Contains(v.Err().Error(), `"corp-lb"`) {
 		t.Errorf("an unknown name is denied listing the operator's profiles too: %v", v.Err())
-	}
-}
-
-func TestOptionsValidateProfilesAndCeilings(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		set  func(*mutate.Options)
-		want string
-	}{
-		{"an unknown default profile", func(o *mutate.Options) { o.DefaultProfile = "aws-nlb" },
-			`--default-routing-profile="aws-nlb": no such profile; want one of kube-proxy, ingress-nginx, aws-alb-ip, aws-nlb-ip, gke-neg, azure-agic`},
-		{"a default profile over the cap", func(o *mutate.Options) { o.DefaultProfile = "aws-nlb-ip"; o.MaxGrace = time.Minute },
-			"--default-routing-profile=aws-nlb-ip: its Pods need 145s, over --max-grace-period=1m"},
-		{"a profile given twice", func(o *mutate.Options) {
-			p, _ := budget.ParseProfile("x=1s")
-			o.Profiles = append(o.Profiles, p, p)
-		}, `--routing-profile: "x" is given twice`},
-		{"a negative ceiling", func(o *mutate.Options) {
-			o.Ceilings = []budget.Ceiling{{Name: mutate.CeilingKarpenter, Limit: -time.Second, Flag: "--karpenter-termination-grace-period"}}
-		}, "--karpenter-termination-grace-period=-1s: must not be negative"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			o := mutate.DefaultOptions()
-			tc.set(&o)
-			if err := o.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("Validate() = %v, want it to say %q", err, tc.want)
-			}
-		})
 	}
 }
 

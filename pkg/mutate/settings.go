@@ -107,47 +107,6 @@ func DefaultOptions() Options {
 	}
 }
 
-// Validate checks the options, naming the flag at fault.
-func (o Options) Validate() error {
-	var errs []string
-	for _, t := range budget.Terms {
-		if d := o.Defaults.Get(t); d < 0 || d > budget.MaxTerm {
-			errs = append(errs, fmt.Sprintf("--default-%s=%s: must be between 0 and 1h", flagTerm(t), budget.Format(d)))
-		}
-	}
-	if _, err := ParsePreStopHandler(string(o.PreStop)); err != nil {
-		errs = append(errs, "--prestop-handler: "+err.Error())
-	}
-	if _, err := ParseMode(string(o.Mode)); err != nil {
-		errs = append(errs, "--default-mode: "+err.Error())
-	}
-	if o.MaxGrace < time.Second {
-		errs = append(errs, fmt.Sprintf("--max-grace-period=%s: must be at least 1s", budget.Format(o.MaxGrace)))
-	}
-	if o.MaxGrace >= time.Second && o.Defaults.Grace() > budget.CeilSeconds(o.MaxGrace) {
-		errs = append(errs, fmt.Sprintf("--max-grace-period=%s: the default budget alone needs %ds (%s)",
-			budget.Format(o.MaxGrace), o.Defaults.Grace(), o.Defaults.Arithmetic()))
-	}
-	errs = append(errs, validateProfiles(o)...)
-	errs = append(errs, validateCeilings(o)...)
-	if len(errs) > 0 {
-		return fmt.Errorf("invalid options: %s", strings.Join(errs, "; "))
-	}
-	return nil
-}
-
-func flagTerm(t budget.Term) string {
-	switch t {
-	case budget.Routing:
-		return "routing-delay"
-	case budget.Work:
-		return "max-work"
-	case budget.Margin:
-		return "safety-margin"
-	}
-	return string(t)
-}
-
 // termKeys maps budget terms to their annotation keys.
 var termKeys = [...]struct {
 	term budget.Term

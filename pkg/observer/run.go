@@ -18,49 +18,23 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/graceguard/graceguard/pkg/api/v1alpha1"
 	"github.com/graceguard/graceguard/pkg/mutate"
 )
 
-// Option changes how Run wires the observer; the defaults are production's.
-type Option func(*options)
-
-type options struct {
-	rest     *rest.Config
-	registry prometheus.Registerer
-}
-
-// WithRESTConfig sets the API server connection; the default is
-// controller-runtime's GetConfig (in-cluster, or $KUBECONFIG).
-func WithRESTConfig(c *rest.Config) Option { return func(o *options) { o.rest = c } }
-
-// WithRegistry sets where the observer's metrics are registered; the
-// default is controller-runtime's metrics.Registry, which its metrics
-// server serves.
-func WithRegistry(r prometheus.Registerer) Option { return func(o *options) { o.registry = r } }
-
 // FailedPreStopHook is the reason of the kubelet's event for a failed hook.
 const FailedPreStopHook = "FailedPreStopHook"
 
 // Run observes treated Pods until ctx is cancelled (see the package
-// invariant). cfg must have passed Validate. It logs with the logger in ctx.
-func Run(ctx context.Context, cfg Config, opts ...Option) error {
-	o := options{registry: metrics.Registry}
-	for _, opt := range opts {
-		opt(&o)
-	}
+// invariant), through the API server restCfg names, with its metrics on reg
+// (controller-runtime's metrics.Registry is the one its metrics server
+// serves). cfg must have passed config.ObserverFlags' Validate. It logs
+// with the logger in ctx.
+func Run(ctx context.Context, cfg Config, restCfg *rest.Config, reg prometheus.Registerer) error {
 	log := logf.FromContext(ctx).WithName("graceguard-observer")
-	if o.rest == nil {
-		c, err := ctrl.GetConfig()
-		if err != nil {
-			return fmt.Errorf("connecting to the API server: %w", err)
-		}
-		o.rest = c
-	}
-	m, err := NewMetrics(o.registry, cfg.NamespaceLabel)
+	m, err := NewMetrics(reg, cfg.NamespaceLabel)
 	if err != nil {
 		return err
 	}
@@ -68,7 +42,7 @@ func Run(ctx context.Context, cfg Config, opts ...Option) error {
 	utilruntime.Must(corev1.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 
-	mgr, err := ctrl.NewManager(o.rest, ctrl.Options{
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                        scheme,
 		Logger:                        log,
 		Metrics:                       metricsserver.Options{BindAddress: cfg.MetricsBindAddress},

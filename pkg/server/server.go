@@ -34,7 +34,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -48,26 +47,9 @@ import (
 type Option func(*options)
 
 type options struct {
-	rest       *rest.Config
 	namespaces webhook.NamespaceLookup
-	registry   prometheus.Registerer
 	host       string
 }
-
-// WithRESTConfig sets the API server connection; the default is
-// controller-runtime's GetConfig (in-cluster, or $KUBECONFIG).
-func WithRESTConfig(c *rest.Config) Option { return func(o *options) { o.rest = c } }
-
-// WithNamespaceLookup replaces the manager's cached namespace reads (tests).
-// The manager then never reads from the API server.
-func WithNamespaceLookup(l webhook.NamespaceLookup) Option {
-	return func(o *options) { o.namespaces = l }
-}
-
-// WithRegistry sets where the graceguard metrics are registered; the
-// default is controller-runtime's metrics.Registry, which the metrics
-// server serves.
-func WithRegistry(r prometheus.Registerer) Option { return func(o *options) { o.registry = r } }
 
 // WithWebhookHost sets the address the webhook server listens on; the
 // default "" is every address.
@@ -81,26 +63,21 @@ const (
 
 // Run serves the webhooks until ctx is cancelled, then shuts down
 // gracefully (see the package invariant) and returns nil, or the error
-// that stopped it (including a drain that outlived DrainTimeout). cfg must
-// have passed Validate. It logs with the logger in ctx.
-func Run(ctx context.Context, cfg config.Config, opts ...Option) error {
-	o := options{registry: metrics.Registry}
+// that stopped it (including a drain that outlived DrainTimeout). It talks
+// to the API server restCfg names and registers its metrics on reg
+// (controller-runtime's metrics.Registry is the one the metrics server
+// serves). cfg must have passed Validate. It logs with the logger in ctx.
+func Run(ctx context.Context, cfg config.Config, restCfg *rest.Config, reg prometheus.Registerer, opts ...Option) error {
+	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
 	log := logf.FromContext(ctx).WithName("graceguard")
-	if o.rest == nil {
-		c, err := ctrl.GetConfig()
-		if err != nil {
-			return fmt.Errorf("connecting to the API server: %w", err)
-		}
-		o.rest = c
-	}
-	m, err := webhook.NewMetrics(o.registry)
+	m, err := webhook.NewMetrics(reg)
 	if err != nil {
 		return err
 	}
-	if err := registerBuildInfo(o.registry); err != nil {
+	if err := registerBuildInfo(reg); err != nil {
 		return err
 	}
 
@@ -143,7 +120,7 @@ func Run(ctx context.Context, cfg config.Config, opts ...Option) error {
 	// The manager's own health probe server answers 500 when a check
 	// fails and cannot tell "starting" from "shutting down"; graceguard
 	// serves its probes itself (healthServer) and turns it off here.
-	mgr, err := ctrl.NewManager(o.rest, ctrl.Options{
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                 scheme,
 		Logger:                 log,
 		Metrics:                metricsserver.Options{BindAddress: cfg.MetricsBindAddress},
@@ -164,14 +141,7 @@ func Run(ctx context.Context, cfg config.Config, opts ...Option) error {
 	}
 
 	if certsReady != nil {
-		cc := certs.Config{
-			Namespace:                      cfg.Namespace,
-			SecretName:                     cfg.CertSecretName,
-			ServiceName:                    cfg.ServiceName,
-			MutatingWebhookConfiguration:   cfg.MutatingWebhookConfiguration,
-			ValidatingWebhookConfiguration: cfg.ValidatingWebhookConfiguration,
-			CertDir:                        cfg.CertDir,
-		}
+		cc := cfg.Certs()
 		if err := certs.AddRotator(mgr, cc, certsReady); err != nil {
 			return err
 		}

@@ -206,12 +206,10 @@ func TestRunFailsWithoutCertificates(t *testing.T) {
 	cfg.CertDir = t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	err := Run(ctx, cfg,
-		WithRESTConfig(&rest.Config{Host: "https://127.0.0.1:1"}),
+	err := Run(ctx, cfg, &rest.Config{Host: "https://127.0.0.1:1"}, prometheus.NewRegistry(),
 		WithNamespaceLookup(webhook.NamespaceLookupFunc(func(context.Context, string) (mutate.Namespace, error) {
 			return mutate.Namespace{}, nil
 		})),
-		WithRegistry(prometheus.NewRegistry()),
 		WithWebhookHost("127.0.0.1"),
 	)
 	if err == nil || !strings.Contains(err.Error(), filepath.Join(cfg.CertDir, "tls.crt")) {
@@ -331,12 +329,8 @@ func startRun(t *testing.T, delay, drain, slowReads time.Duration, tweaks ...fun
 	h.cancel = cancel
 	t.Cleanup(cancel)
 	go func() {
-		h.done <- Run(ctx, cfg,
-			WithRESTConfig(&rest.Config{Host: "https://127.0.0.1:1"}), // nothing listens there
-			WithNamespaceLookup(lookup),
-			WithRegistry(prometheus.NewRegistry()),
-			WithWebhookHost("127.0.0.1"),
-		)
+		h.done <- Run(ctx, cfg, &rest.Config{Host: "https://127.0.0.1:1"}, // nothing listens there
+			prometheus.NewRegistry(), WithNamespaceLookup(lookup), WithWebhookHost("127.0.0.1"))
 	}()
 
 	deadline := time.Now().Add(20 * time.Second)

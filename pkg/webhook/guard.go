@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -44,27 +43,6 @@ const MaxReviewBytes = 7 << 20
 // thousands of ordinary ones.
 func DefaultLimits() Limits {
 	return Limits{MaxInFlight: 64, Timeout: 10 * time.Second, InFlightBytes: 16 << 20, MaxWaiting: 128, MaxWait: time.Second}
-}
-
-// Validate checks the limits, naming each flag at fault.
-func (l Limits) Validate() error {
-	var errs []error
-	if l.MaxInFlight < 1 || l.MaxInFlight > 10000 {
-		errs = append(errs, fmt.Errorf("--max-concurrent-reviews=%d: want 1 to 10000", l.MaxInFlight))
-	}
-	if l.Timeout < time.Second || l.Timeout > 30*time.Second {
-		errs = append(errs, fmt.Errorf("--webhook-timeout=%s: want 1s to 30s, the range of a webhook's timeoutSeconds", l.Timeout))
-	}
-	if l.InFlightBytes < MaxReviewBytes {
-		errs = append(errs, fmt.Errorf("--max-inflight-review-bytes=%d: want at least %d (7Mi), the largest review, or that review could never be answered", l.InFlightBytes, MaxReviewBytes))
-	}
-	if l.MaxWaiting < 0 {
-		errs = append(errs, fmt.Errorf("max waiting reviews %d: want 0 or more", l.MaxWaiting))
-	}
-	if l.MaxWait < 0 {
-		errs = append(errs, fmt.Errorf("max wait %s: want 0 or more", l.MaxWait))
-	}
-	return errors.Join(errs...)
 }
 
 // guard applies Limits to every endpoint of one server: they share its

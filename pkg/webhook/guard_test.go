@@ -63,29 +63,3 @@ func TestNamespaceReadEndsBeforeTheReviewDeadline(t *testing.T) {
 		})
 	}
 }
-
-func TestLimitsValidate(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		edit func(*Limits)
-		want string
-	}{
-		{"the defaults", func(*Limits) {}, ""},
-		{"a timeout over a webhook's 30s", func(l *Limits) { l.Timeout = 31 * time.Second }, "--webhook-timeout=31s: want 1s to 30s"},
-		{"a timeout under 1s", func(l *Limits) { l.Timeout = 500 * time.Millisecond }, "--webhook-timeout=500ms: want 1s to 30s"},
-		{"no concurrent reviews", func(l *Limits) { l.MaxInFlight = 0 }, "--max-concurrent-reviews=0: want 1 to 10000"},
-		{"room for less than the largest review", func(l *Limits) { l.InFlightBytes = 1 << 20 }, "--max-inflight-review-bytes=1048576: want at least 7340032 (7Mi), the largest review"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			l := DefaultLimits()
-			tc.edit(&l)
-			err := l.Validate()
-			switch {
-			case tc.want == "" && err != nil:
-				t.Errorf("error %v, want none", err)
-			case tc.want != "" && (err == nil || !bytes.Contains([]byte(err.Error()), []byte(tc.want))):
-				t.Errorf("error %v, want %q", err, tc.want)
-			}
-		})
-	}
-}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/graceguard/graceguard/pkg/api/v1alpha1"
 	"github.com/graceguard/graceguard/pkg/cli"
+	"github.com/graceguard/graceguard/pkg/config"
 	"github.com/graceguard/graceguard/pkg/mutate"
 	"github.com/graceguard/graceguard/pkg/observer"
 )
@@ -95,11 +96,11 @@ func startObserver(ctx context.Context) *prometheus.Registry {
 	cfg.MetricsBindAddress, cfg.HealthProbeBindAddress = "0", "127.0.0.1:0"
 	cfg.LeaderElection = false
 	cfg.FlushInterval = 300 * time.Millisecond
-	Expect(cfg.Validate()).To(Succeed())
+	Expect(config.ObserverFlags(&cfg).Validate()).To(Succeed())
 	octx, cancel := context.WithCancel(logf.IntoContext(context.WithoutCancel(ctx), logr.Discard()))
 	done := make(chan error, 1)
 	go func() {
-		done <- observer.Run(octx, cfg, observer.WithRESTConfig(cp.Config), observer.WithRegistry(reg))
+		done <- observer.Run(octx, cfg, cp.Config, reg)
 	}()
 	DeferCleanup(func() {
 		cancel()
@@ -373,7 +374,7 @@ spec:
 		Expect(errOut.String()).To(Equal("No ShutdownReports in namespace " + empty + ": graceguard's observer writes one per workload once a treated Pod of it is deleted.\n"))
 		errOut.Reset()
 		Expect(cli.Execute([]string{"recommend", "--kubeconfig", kubeconf, "-o", "json"}, strings.NewReader(""), &out, &errOut)).To(Equal(cli.ExitUsage))
-		Expect(errOut.String()).To(ContainSubstring(`invalid argument "json" for "-o, --output" flag: want one of text, yaml`))
+		Expect(errOut.String()).To(ContainSubstring(`invalid argument "json" for "-o, --output" flag: "json" is not one of text, yaml`))
 	})
 })
 
