@@ -79,12 +79,6 @@ type Advice struct {
 	Why string
 }
 
-// Raise reports whether the advice is to raise max-work above current.
-func (a Advice) Raise(current Budget) bool { return a.Enough && a.Work > current.Work }
-
-// Lower reports whether the evidence allows a lower max-work than current.
-func (a Advice) Lower(current Budget) bool { return a.Enough && a.Work < current.Work }
-
 // Grace is the grace period the budget needs with Work as its work term.
 func (a Advice) Grace(current Budget) int64 {
 	b := current

@@ -110,9 +110,10 @@ func TestRecommend(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := Recommend(Summarize(tc.obs), 5)
-			if a.Work != tc.work || a.Enough != tc.enough || a.Raise(current) != tc.raise || a.Lower(current) != tc.lower {
+			raise, lower := a.Enough && a.Work > current.Work, a.Enough && a.Work < current.Work
+			if a.Work != tc.work || a.Enough != tc.enough || raise != tc.raise || lower != tc.lower {
 				t.Errorf("Recommend = work %s enough %v raise %v lower %v; want %s %v %v %v",
-					Format(a.Work), a.Enough, a.Raise(current), a.Lower(current), Format(tc.work), tc.enough, tc.raise, tc.lower)
+					Format(a.Work), a.Enough, raise, lower, Format(tc.work), tc.enough, tc.raise, tc.lower)
 			}
 			if !strings.HasPrefix(a.Why, tc.whyPrefix) {
 				t.Errorf("Why = %q\nwant it to start with %q", a.Why, tc.whyPrefix)

@@ -164,12 +164,14 @@ func (r recommendation) ref() string {
 	return fmt.Sprintf("%s %s/%s", w.Kind, r.report.Namespace, w.Name)
 }
 
-// templatePath is where the workload keeps its Pod template's annotations.
+// templatePath is where the workload keeps its Pod template's annotations:
+// spec.template's for a kind graceguard does not know (an operator's).
 func templatePath(kind string) []string {
-	if kind == "CronJob" {
-		return []string{"spec", "jobTemplate", "spec", "template", "metadata", "annotations"}
+	tpl := []string{"spec", "template"}
+	if w, ok := mutate.LookupWorkload(kind); ok {
+		tpl = w.TemplatePath
 	}
-	return []string{"spec", "template", "metadata", "annotations"}
+	return append(slices.Clone(tpl), "metadata", "annotations")
 }
 
 // patch is the merge patch that sets max-work on the Pod template.

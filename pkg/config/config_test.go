@@ -217,3 +217,13 @@ func TestDefaultFlagNamesTheFlagOfEachTerm(t *testing.T) {
 	}
 	fl.lookup(strings.TrimPrefix(DefaultProfileFlag, "--"))
 }
+
+// lookup returns the flag named name; it panics for a name no flag has.
+func (fl Flags) lookup(name string) flag {
+	for _, f := range fl {
+		if f.name == name {
+			return f
+		}
+	}
+	panic("config: no flag --" + name)
+}

@@ -62,17 +62,6 @@ func (fl Flags) Validate() error {
 	return errors.Join(errs...)
 }
 
-// lookup returns the flag named name; it panics for a name no flag has, a
-// programming error the tests catch.
-func (fl Flags) lookup(name string) flag {
-	for _, f := range fl {
-		if f.name == name {
-			return f
-		}
-	}
-	panic("config: no flag --" + name)
-}
-
 // value is a pflag.Value over a field of a configuration: parse reads a
 // flag's text, format prints the field (help defaults, errors).
 type value[T any] struct {

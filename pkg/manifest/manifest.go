@@ -271,21 +271,6 @@ func ApplyPatch(doc []byte, ops []mutate.Operation) ([]byte, error) {
 	return p.Apply(doc)
 }
 
-// NamespaceFor builds the namespace a document's object lives in: from a
-// Namespace document of the same stream when there is one, else opted in
-// with the given labels and annotations (what --namespace-annotations
-// simulates).
-func NamespaceFor(name string, docs []Document, labels, annotations map[string]string) mutate.Namespace {
-	if ns, ok := NamespaceIn(name, docs); ok {
-		return ns
-	}
-	l := map[string]string{mutate.LabelInject: mutate.LabelInjectEnabled}
-	for k, v := range labels {
-		l[k] = v
-	}
-	return mutate.Namespace{Name: name, Labels: l, Annotations: annotations}
-}
-
 // NamespaceIn returns the Namespace document of that name in docs, as
 // graceguard reads it.
 func NamespaceIn(name string, docs []Document) (mutate.Namespace, bool) {

@@ -106,7 +106,7 @@ func processGolden(t *testing.T, path string) (manifest.Result, string) {
 	if obj == nil {
 		t.Fatalf("%s: no Pod or workload", path)
 	}
-	ns := manifest.NamespaceFor(namespaceOf(*obj), docs, nil, nil)
+	ns := namespaceFor(namespaceOf(*obj), docs)
 	res, err := manifest.Process(*obj, ns, mutate.DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +169,7 @@ func assertInvariants(t *testing.T, path string, res manifest.Result) {
 	again := res.Doc
 	again.Raw = res.Object
 	docs, _ := manifest.Read(bytes.NewReader(mustRead(t, path)), path)
-	ns := manifest.NamespaceFor(namespaceOf(res.Doc), docs, nil, nil)
+	ns := namespaceFor(namespaceOf(res.Doc), docs)
 	res2, err := manifest.Process(again, ns, mutate.DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
@@ -193,4 +193,12 @@ func mustRead(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// namespaceFor is the Namespace of that name in docs, else one opted in.
+func namespaceFor(name string, docs []manifest.Document) mutate.Namespace {
+	if ns, ok := manifest.NamespaceIn(name, docs); ok {
+		return ns
+	}
+	return mutate.Namespace{Name: name, Labels: map[string]string{mutate.LabelInject: mutate.LabelInjectEnabled}}
 }

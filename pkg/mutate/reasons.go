@@ -1,14 +1,7 @@
 package mutate
 
-import (
-	"fmt"
-	"strings"
-
-	"github.com/graceguard/graceguard/pkg/budget"
-)
-
 // reasonDocs explains each reason for people; the table in
-// docs/annotations.md is generated from it (ReasonsTable), so the docs,
+// docs/annotations.md is generated from it (reasons_test.go), so the docs,
 // the metrics labels and the responses never disagree.
 var reasonDocs = map[Reason]struct{ kind, text string }{
 	SkipNotOptedIn:          {"skip", "The namespace lacks the label `graceguard.io/inject=enabled`; nothing is changed or checked."},
@@ -50,29 +43,3 @@ func Describe(r Reason) string { return reasonDocs[r].text }
 
 // KindOf says what a reason is: "skip", "change", "warning" or "denial".
 func KindOf(r Reason) string { return reasonDocs[r].kind }
-
-// ReasonsTable renders every reason as a Markdown table for the docs.
-func ReasonsTable() string {
-	var b strings.Builder
-	b.WriteString("| reason | kind | meaning |\n|---|---|---|\n")
-	for _, r := range AllReasons {
-		d := reasonDocs[r]
-		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", r, d.kind, d.text)
-	}
-	return b.String()
-}
-
-// ProfilesTable renders the built-in routing profiles as a Markdown table
-// for docs/routing-profiles.md, so the page and the code never disagree.
-func ProfilesTable() string {
-	var b strings.Builder
-	b.WriteString("| profile | routing delay (preStop sleep) | grace floor | basis | in short |\n|---|---|---|---|---|\n")
-	for _, p := range budget.BuiltinProfiles() {
-		floor := "none"
-		if p.GraceFloor > 0 {
-			floor = fmt.Sprintf("%ds", budget.CeilSeconds(p.GraceFloor))
-		}
-		fmt.Fprintf(&b, "| `%s` | %ds | %s | %s | %s |\n", p.Name, budget.CeilSeconds(p.Routing), floor, p.Basis, p.Source)
-	}
-	return b.String()
-}

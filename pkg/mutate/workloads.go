@@ -193,11 +193,3 @@ func ForWorkload(obj runtime.Object) (Target, error) {
 	}
 	return Target{}, fmt.Errorf("unsupported kind %T: want one of %v", obj, WorkloadKinds)
 }
-
-// NewWorkload returns an empty object of a workload kind, for decoding.
-func NewWorkload(kind string) (runtime.Object, error) {
-	if w, ok := LookupWorkload(kind); ok {
-		return w.newObject(), nil
-	}
-	return nil, fmt.Errorf("unsupported kind %q: want Pod or one of %v", kind, WorkloadKinds)
-}

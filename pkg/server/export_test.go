@@ -1,9 +1,17 @@
 package server
 
-import "github.com/graceguard/graceguard/pkg/webhook"
+import (
+	"context"
 
-// WithNamespaceLookup replaces the manager's cached namespace reads; the
-// manager then never reads namespaces from the API server.
-func WithNamespaceLookup(l webhook.NamespaceLookup) Option {
-	return func(o *options) { o.namespaces = l }
+	"github.com/graceguard/graceguard/pkg/mutate"
+)
+
+// WithNamespaceLookup replaces the manager's cached namespace reads by f;
+// the manager then never reads namespaces from the API server.
+func WithNamespaceLookup(f func(ctx context.Context, name string) (mutate.Namespace, error)) Option {
+	return func(o *options) { o.namespaces = lookupFunc(f) }
 }
+
+type lookupFunc func(ctx context.Context, name string) (mutate.Namespace, error)
+
+func (f lookupFunc) Namespace(ctx context.Context, name string) (mutate.Namespace, error) { return f(ctx, name) }

@@ -207,9 +207,9 @@ func TestRunFailsWithoutCertificates(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	err := Run(ctx, cfg, &rest.Config{Host: "https://127.0.0.1:1"}, prometheus.NewRegistry(),
-		WithNamespaceLookup(webhook.NamespaceLookupFunc(func(context.Context, string) (mutate.Namespace, error) {
+		WithNamespaceLookup(func(context.Context, string) (mutate.Namespace, error) {
 			return mutate.Namespace{}, nil
-		})),
+		}),
 		WithWebhookHost("127.0.0.1"),
 	)
 	if err == nil || !strings.Contains(err.Error(), filepath.Join(cfg.CertDir, "tls.crt")) {
@@ -305,7 +305,7 @@ func startRun(t *testing.T, delay, drain, slowReads time.Duration, tweaks ...fun
 	}
 
 	h := &harness{cfg: cfg, caPool: pool, done: make(chan error, 1), slowCalled: make(chan struct{})}
-	lookup := webhook.NamespaceLookupFunc(func(ctx context.Context, name string) (mutate.Namespace, error) {
+	lookup := func(ctx context.Context, name string) (mutate.Namespace, error) {
 		if name == "slow" {
 			h.slowOnce.Do(func() { close(h.slowCalled) })
 			select {
@@ -315,7 +315,7 @@ func startRun(t *testing.T, delay, drain, slowReads time.Duration, tweaks ...fun
 			}
 		}
 		return mutate.Namespace{Name: name, Labels: map[string]string{mutate.LabelInject: mutate.LabelInjectEnabled}}, nil
-	})
+	}
 
 	var stopped atomic.Bool
 	log := funcr.New(func(prefix, args string) {

@@ -1,10 +1,14 @@
 package webhook
 
 import (
+	"context"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/graceguard/graceguard/pkg/mutate"
 )
 
 // NewPodMutatorFullDecode is the mutating Pod handler as graceguard first
@@ -24,4 +28,12 @@ func NewPodMutatorFullDecode(c Config) *PodMutator {
 		return pod, nil
 	}
 	return m
+}
+
+// NamespaceLookupFunc adapts a function to NamespaceLookup.
+type NamespaceLookupFunc func(ctx context.Context, name string) (mutate.Namespace, error)
+
+// Namespace calls f.
+func (f NamespaceLookupFunc) Namespace(ctx context.Context, name string) (mutate.Namespace, error) {
+	return f(ctx, name)
 }

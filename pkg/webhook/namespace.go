@@ -17,14 +17,6 @@ type NamespaceLookup interface {
 	Namespace(ctx context.Context, name string) (mutate.Namespace, error)
 }
 
-// NamespaceLookupFunc adapts a function to NamespaceLookup.
-type NamespaceLookupFunc func(ctx context.Context, name string) (mutate.Namespace, error)
-
-// Namespace calls f.
-func (f NamespaceLookupFunc) Namespace(ctx context.Context, name string) (mutate.Namespace, error) {
-	return f(ctx, name)
-}
-
 // NewNamespaceLookup reads namespaces from cache (the manager's informer
 // cache) and, when the cache does not have one, from live (the manager's
 // GetAPIReader()).

@@ -44,7 +44,7 @@ func TestLeanDecodeDecidesLikeTheFullDecode(t *testing.T) {
 			if d.Kind != "Pod" {
 				continue
 			}
-			ns := manifest.NamespaceFor(d.Namespace, docs, nil, nil)
+			ns := namespaceFor(d.Namespace, docs)
 			res, err := manifest.Process(d, ns, mutate.DefaultOptions())
 			if err != nil {
 				t.Fatal(err)
@@ -168,4 +168,12 @@ func FuzzLeanDecodeReadsLikeTheAPIMachinery(f *testing.F) {
 			t.Fatalf("%q:\n lean %#v\n want %#v", raw, lean, want)
 		}
 	})
+}
+
+// namespaceFor is the Namespace of that name in docs, else one opted in.
+func namespaceFor(name string, docs []manifest.Document) mutate.Namespace {
+	if ns, ok := manifest.NamespaceIn(name, docs); ok {
+		return ns
+	}
+	return mutate.Namespace{Name: name, Labels: map[string]string{mutate.LabelInject: mutate.LabelInjectEnabled}}
 }
