@@ -14,4 +14,6 @@ func WithNamespaceLookup(f func(ctx context.Context, name string) (mutate.Namesp
 
 type lookupFunc func(ctx context.Context, name string) (mutate.Namespace, error)
 
-func (f lookupFunc) Namespace(ctx context.Context, name string) (mutate.Namespace, error) { return f(ctx, name) }
+func (f lookupFunc) Namespace(ctx context.Context, name string) (mutate.Namespace, error) {
+	return f(ctx, name)
+}
