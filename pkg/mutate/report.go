@@ -67,6 +67,10 @@ const (
 	DenyTooManyContainers  Reason = "too-many-containers"
 )
 
+// ReasonOK is Report.Reason for a report with nothing to say: not a
+// decision, so it is not one of AllReasons, but a metric label.
+const ReasonOK Reason = "ok"
+
 // AllReasons lists every reason, for docs and for bounding metric labels.
 var AllReasons = []Reason{
 	SkipNotOptedIn, SkipExcluded, SkipMirrorPod, SkipOptedOut, SkipNotApplicable,
@@ -372,7 +376,7 @@ func (r *Report) Reason() Reason {
 	case len(r.Warnings) > 0:
 		return r.Warnings[0].Reason
 	}
-	return "ok"
+	return ReasonOK
 }
 
 func (r *Report) warn(reason Reason, path *field.Path, value any, format string, args ...any) {

@@ -47,8 +47,6 @@ var Decisions = []Decision{DecisionAllowed, DecisionMutated, DecisionDenied, Dec
 
 // Reasons the adapters add to mutate.AllReasons for metrics.
 const (
-	// ReasonOK is Report.Reason() for a report with nothing to say.
-	ReasonOK mutate.Reason = "ok"
 	// ReasonDecodeError: the review's object could not be decoded, or is of
 	// a kind the endpoint does not handle.
 	ReasonDecodeError mutate.Reason = "decode-error"
@@ -68,7 +66,7 @@ const (
 )
 
 // MetricReasons is every value of the reason label.
-var MetricReasons = append(append([]mutate.Reason{}, mutate.AllReasons...), ReasonOK, ReasonDecodeError, ReasonNamespaceUnavailable,
+var MetricReasons = append(append([]mutate.Reason{}, mutate.AllReasons...), mutate.ReasonOK, ReasonDecodeError, ReasonNamespaceUnavailable,
 	ReasonOverloaded, ReasonTooLarge, ReasonDeadline)
 
 // GraceBuckets are the histogram buckets of computed grace periods, in
