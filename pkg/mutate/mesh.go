@@ -8,8 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
@@ -282,13 +280,12 @@ func findProxy(t Target) (proxyRef, bool) {
 	for i := range t.Spec.InitContainers {
 		c := &t.Spec.InitContainers[i]
 		if m := meshOf(c.Name); m != "" && isSidecar(c) {
-			return proxyRef{m, container{c, t.SpecPath.Child("initContainers").Index(i), t.specPointer() + "/initContainers/" + strconv.Itoa(i), true}, true}, true
+			return proxyRef{m, t.initContainer(i), true}, true
 		}
 	}
 	for i := range t.Spec.Containers {
-		c := &t.Spec.Containers[i]
-		if m := meshOf(c.Name); m != "" {
-			return proxyRef{m, container{c, t.SpecPath.Child("containers").Index(i), t.specPointer() + "/containers/" + strconv.Itoa(i), false}, false}, true
+		if m := meshOf(t.Spec.Containers[i].Name); m != "" {
+			return proxyRef{m, t.container(i), false}, true
 		}
 	}
 	return proxyRef{}, false
@@ -512,42 +509,15 @@ func (plan meshPlan) apply(t Target, r *Report) {
 			Reason:  ChangeMeshAnnotation,
 			Path:    t.MetaPath.Child("annotations").Key(AnnotationLinkerdWaitBeforeExit),
 			Summary: plan.annotation + " (Linkerd's injector turns it into the proxy's preStop wait)",
-			Op:      addAnnotation(t, AnnotationLinkerdWaitBeforeExit, plan.annotation),
+			Op:      setMeta(t, "annotations", &t.Meta.Annotations, AnnotationLinkerdWaitBeforeExit, plan.annotation),
 		})
 	}
 	if plan.addHook != nil {
 		c := plan.proxy.c
-		h := plan.addHook
-		ch := Change{Reason: ChangeProxyWait, Path: c.path.Child("lifecycle", "preStop"),
-			Summary: preStopLength(h).Desc + ": the " + string(plan.proxy.mesh) + " proxy exits after the app"}
-		if c.c.Lifecycle == nil {
-			c.c.Lifecycle = &corev1.Lifecycle{PreStop: h}
-			ch.Op = add(c.pointer+"/lifecycle", c.c.Lifecycle)
-		} else {
-			c.c.Lifecycle.PreStop = h
-			ch.Op = add(c.pointer+"/lifecycle/preStop", h)
-		}
-		r.Changes = append(r.Changes, ch)
+		r.Changes = append(r.Changes, Change{Reason: ChangeProxyWait, Path: c.path.Child("lifecycle", "preStop"),
+			Summary: preStopLength(plan.addHook).Desc + ": the " + string(plan.proxy.mesh) + " proxy exits after the app",
+			Op:      setPreStop(c, plan.addHook)})
 	}
-}
-
-// addAnnotation sets an annotation on t and returns the patch operation
-// that does it on the raw object (creating the map, or the metadata of an
-// empty template, when there is none).
-func addAnnotation(t Target, key, value string) Operation {
-	var op Operation
-	switch {
-	case t.Template && equality.Semantic.DeepEqual(*t.Meta, metav1.ObjectMeta{}):
-		op = add(t.metaPointer(), map[string]any{"annotations": map[string]string{key: value}})
-		t.Meta.Annotations = map[string]string{}
-	case t.Meta.Annotations == nil:
-		op = add(t.metaPointer()+"/annotations", map[string]string{key: value})
-		t.Meta.Annotations = map[string]string{}
-	default:
-		op = add(t.metaPointer()+"/annotations/"+escape(key), value)
-	}
-	t.Meta.Annotations[key] = value
-	return op
 }
 
 // prepare completes r's budget with what the mesh proxy adds, records the

@@ -45,7 +45,12 @@ func Mutate(t Target, ns Namespace, opts Options) *Report {
 	if s.Mode == ModeWarn {
 		work = t.deepCopy()
 	}
-	mutate(work, s, p, bad, r)
+	targets, tbad := selectTargets(work, s, p)
+	if bad = append(bad, tbad...); len(bad) > 0 {
+		r.Violations = bad
+		return r
+	}
+	decide(work, s, p, targets, r, true).apply(r)
 	r.Applied = s.Mode != ModeWarn && len(r.Changes) > 0
 	return r
 }
@@ -69,82 +74,104 @@ func skip(t Target, ns Namespace, opts Options) Reason {
 	return ""
 }
 
-// mutate changes t and records every change in r.
-func mutate(t Target, s Settings, p paths, bad []Finding, r *Report) {
-	targets, tbad := selectTargets(t, s, p)
-	targets = appTargets(targets)
-	if bad = append(bad, tbad...); len(bad) > 0 {
-		r.Violations = bad
-		return
-	}
+// decision is what graceguard decides about one target, resolved once
+// from the target as it is: the settings, the app containers it treats,
+// the budget (the preStop sleeps it adds counted in), what the mesh proxy
+// adds, and the fit against the grace, the cap and the ceilings. Mutate
+// applies it; Validate checks the target against it.
+type decision struct {
+	t       Target
+	s       Settings
+	p       paths
+	targets []container
+	plan    meshPlan
+	fit     budget.Fit
+	// ok is false when a finding (r.Violations) stops mutation.
+	ok bool
+}
+
+// decide resolves the decision for t, whose treated containers are
+// targets, into r: the budget, where its terms came from, the mesh,
+// routing profile and ceilings, and the violations that stop mutation.
+// advise records the advice about the budget (hooks of unknown length, the
+// mesh, the ceilings) in r.Warnings; max-work: auto always says what it
+// chose.
+func decide(t Target, s Settings, p paths, targets []container, r *Report, advise bool) decision {
+	d := decision{t: t, p: p, targets: appTargets(targets)}
 	autoWork(t, &s, p, r)
-	r.Budget, r.Hook = effectiveBudget(s, targets, r)
+	warnTo := r
+	if !advise {
+		warnTo = nil
+	}
+	r.Budget, r.Hook = effectiveBudget(s, d.targets, warnTo)
 	r.Sources = maps.Clone(s.Sources)
 	if r.Budget.Routing > s.Budget.Routing {
 		r.Sources[budget.Routing] = FromHook
 	}
-	plan, f, ok := prepare(t, s, r, true)
-	if !ok {
-		for _, c := range targets {
-			r.Stops = append(r.Stops, stopOf(c, false))
-		}
-		return
-	}
-	need := f.Need
+	d.s = s
+	d.plan, d.fit, d.ok = prepare(t, s, r, advise)
+	return d
+}
 
-	sleep := budget.CeilSeconds(s.Budget.Routing)
-	for _, c := range targets {
-		if s.PreStop == PreStopNone || sleep == 0 || (c.c.Lifecycle != nil && c.c.Lifecycle.PreStop != nil) {
+// sleepFor is the preStop sleep graceguard gives container c, or nil: one
+// to every treated container without a preStop hook, of the routing delay
+// in whole seconds, unless the handler is none or the delay rounds to 0.
+// Mutate writes it, the budget counts it and Validate denies its absence.
+func (s Settings) sleepFor(c container) *corev1.LifecycleHandler {
+	if c.c.Lifecycle != nil && c.c.Lifecycle.PreStop != nil {
+		return nil
+	}
+	seconds := budget.CeilSeconds(s.Budget.Routing)
+	if s.PreStop == PreStopNone || seconds == 0 {
+		return nil
+	}
+	if s.PreStop == PreStopExec {
+		return &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sleep", strconv.FormatInt(seconds, 10)}}}
+	}
+	return &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: seconds}}
+}
+
+// apply makes the decision's changes on its target and records each in r:
+// the preStop sleeps, the mesh proxy's wait, the probes, the grace, the
+// budget annotation and the observer's label. When a violation stops
+// mutation it only records how the containers stop.
+func (d decision) apply(r *Report) {
+	t, s := d.t, d.s
+	for _, c := range d.targets {
+		h := s.sleepFor(c)
+		if h == nil || !d.ok {
 			r.Stops = append(r.Stops, stopOf(c, false))
 			continue
 		}
-		h := preStopHandler(s.PreStop, sleep)
-		ch := Change{Reason: ChangePreStop, Path: c.path.Child("lifecycle", "preStop"), Summary: preStopLength(h).Desc}
-		if c.c.Lifecycle == nil {
-			c.c.Lifecycle = &corev1.Lifecycle{PreStop: h}
-			ch.Op = add(c.pointer+"/lifecycle", c.c.Lifecycle)
-		} else {
-			c.c.Lifecycle.PreStop = h
-			ch.Op = add(c.pointer+"/lifecycle/preStop", h)
-		}
-		r.Changes = append(r.Changes, ch)
+		r.Changes = append(r.Changes, Change{Reason: ChangePreStop, Path: c.path.Child("lifecycle", "preStop"), Summary: preStopLength(h).Desc,
+			Op: setPreStop(c, h)})
 		r.Stops = append(r.Stops, stopOf(c, true))
 	}
-
-	plan.apply(t, r)
-	if !plan.skipProbes(p, r) {
-		addProbes(targets, s, p, r)
+	if !d.ok {
+		return
 	}
 
-	if need > r.Grace {
+	d.plan.apply(t, r)
+	if !d.plan.skipProbes(d.p, r) {
+		addProbes(d.targets, s, d.p, r)
+	}
+
+	if need := d.fit.Need; need > r.Grace {
 		r.Changes = append(r.Changes, Change{
 			Reason:  ChangeGrace,
 			Path:    t.SpecPath.Child("terminationGracePeriodSeconds"),
-			Summary: fmt.Sprintf("%d -> %s", r.Grace, needText(f, s, "")),
+			Summary: fmt.Sprintf("%d -> %s", r.Grace, needText(d.fit, s, "")),
 			Op:      add(t.specPointer()+"/terminationGracePeriodSeconds", need),
 		})
 		t.Spec.TerminationGracePeriodSeconds = &need
 		r.Grace = need
 	}
 
-	advise(targets, s.ReadinessPath != "", r)
+	advise(d.targets, s.ReadinessPath != "", r)
 
-	note := r.Budget.Annotation(r.Grace)
-	if t.Meta.Annotations[AnnotationBudget] != note {
-		ch := Change{Reason: ChangeBudget, Path: t.MetaPath.Child("annotations").Key(AnnotationBudget), Summary: note}
-		switch {
-		case t.Template && equality.Semantic.DeepEqual(*t.Meta, metav1.ObjectMeta{}):
-			// A template may have no metadata at all.
-			t.Meta.Annotations = map[string]string{}
-			ch.Op = add(t.metaPointer(), map[string]any{"annotations": map[string]string{AnnotationBudget: note}})
-		case t.Meta.Annotations == nil:
-			t.Meta.Annotations = map[string]string{}
-			ch.Op = add(t.metaPointer()+"/annotations", map[string]string{AnnotationBudget: note})
-		default:
-			ch.Op = add(t.metaPointer()+"/annotations/"+escape(AnnotationBudget), note)
-		}
-		t.Meta.Annotations[AnnotationBudget] = note
-		r.Changes = append(r.Changes, ch)
+	if note := r.Budget.Annotation(r.Grace); t.Meta.Annotations[AnnotationBudget] != note {
+		r.Changes = append(r.Changes, Change{Reason: ChangeBudget, Path: t.MetaPath.Child("annotations").Key(AnnotationBudget), Summary: note,
+			Op: setMeta(t, "annotations", &t.Meta.Annotations, AnnotationBudget, note)})
 	}
 
 	// The shutdown observer selects Pods by this label, so that it never
@@ -152,16 +179,40 @@ func mutate(t Target, s Settings, p paths, bad []Finding, r *Report) {
 	// Only Pods: on a template it would be noise in the manifests people
 	// keep (the Pods get it at admission anyway).
 	if _, ok := t.Meta.Labels[LabelTreated]; !ok && !t.Template {
-		ch := Change{Reason: ChangeTreated, Path: t.MetaPath.Child("labels").Key(LabelTreated), Summary: LabelTreatedValue}
-		if t.Meta.Labels == nil {
-			t.Meta.Labels = map[string]string{}
-			ch.Op = add(t.metaPointer()+"/labels", map[string]string{LabelTreated: LabelTreatedValue})
-		} else {
-			ch.Op = add(t.metaPointer()+"/labels/"+escape(LabelTreated), LabelTreatedValue)
-		}
-		t.Meta.Labels[LabelTreated] = LabelTreatedValue
-		r.Changes = append(r.Changes, ch)
+		r.Changes = append(r.Changes, Change{Reason: ChangeTreated, Path: t.MetaPath.Child("labels").Key(LabelTreated), Summary: LabelTreatedValue,
+			Op: setMeta(t, "labels", &t.Meta.Labels, LabelTreated, LabelTreatedValue)})
 	}
+}
+
+// setPreStop gives c the preStop hook h and returns the operation that
+// does it on the raw object.
+func setPreStop(c container, h *corev1.LifecycleHandler) Operation {
+	if c.c.Lifecycle == nil {
+		c.c.Lifecycle = &corev1.Lifecycle{PreStop: h}
+		return add(c.pointer+"/lifecycle", c.c.Lifecycle)
+	}
+	c.c.Lifecycle.PreStop = h
+	return add(c.pointer+"/lifecycle/preStop", h)
+}
+
+// setMeta sets key in one of t's metadata maps (field "annotations" or
+// "labels", at m) and returns the operation that does it on the raw
+// object: creating the map, or the metadata of an empty template, when
+// there is none.
+func setMeta(t Target, field string, m *map[string]string, key, value string) Operation {
+	var op Operation
+	switch {
+	case t.Template && equality.Semantic.DeepEqual(*t.Meta, metav1.ObjectMeta{}):
+		op = add(t.metaPointer(), map[string]any{field: map[string]string{key: value}})
+		*m = map[string]string{}
+	case *m == nil:
+		op = add(t.metaPointer()+"/"+field, map[string]string{key: value})
+		*m = map[string]string{}
+	default:
+		op = add(t.metaPointer()+"/"+field+"/"+escape(key), value)
+	}
+	(*m)[key] = value
+	return op
 }
 
 func stopOf(c container, added bool) ContainerStop {
@@ -171,13 +222,6 @@ func stopOf(c container, added bool) ContainerStop {
 	}
 	hl := preStopLength(h)
 	return ContainerStop{Name: c.c.Name, Hook: hl.D, Known: hl.Known, Desc: hl.Desc, Added: added}
-}
-
-func preStopHandler(h PreStopHandler, seconds int64) *corev1.LifecycleHandler {
-	if h == PreStopExec {
-		return &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sleep", strconv.FormatInt(seconds, 10)}}}
-	}
-	return &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: seconds}}
 }
 
 // MaxTreatedContainers bounds the containers graceguard treats in one Pod,
@@ -291,12 +335,12 @@ func names(cs []container) []string {
 // and count with their known lower bound.
 func effectiveBudget(s Settings, targets []container, r *Report) (budget.Budget, time.Duration) {
 	var hook time.Duration
-	sleep := time.Duration(budget.CeilSeconds(s.Budget.Routing)) * time.Second
 	for _, c := range targets {
+		if sleep := s.sleepFor(c); sleep != nil {
+			hook = max(hook, preStopLength(sleep).D)
+			continue
+		}
 		if c.c.Lifecycle == nil || c.c.Lifecycle.PreStop == nil {
-			if s.PreStop != PreStopNone {
-				hook = max(hook, sleep)
-			}
 			continue
 		}
 		hl := preStopLength(c.c.Lifecycle.PreStop)

@@ -58,24 +58,31 @@ func (t Target) metaPointer() string { return t.Pointer + "/metadata" }
 func (t Target) containers() []container {
 	out := make([]container, 0, len(t.Spec.Containers)+len(t.Spec.InitContainers))
 	for i := range t.Spec.InitContainers {
-		c := &t.Spec.InitContainers[i]
-		if isSidecar(c) {
-			out = append(out, container{c, t.SpecPath.Child("initContainers").Index(i), t.specPointer() + "/initContainers/" + strconv.Itoa(i), true})
+		if isSidecar(&t.Spec.InitContainers[i]) {
+			out = append(out, t.initContainer(i))
 		}
 	}
-	for i := range t.Spec.Containers {
-		out = append(out, container{&t.Spec.Containers[i], t.SpecPath.Child("containers").Index(i), t.specPointer() + "/containers/" + strconv.Itoa(i), false})
-	}
-	return out
+	return append(out, t.regularContainers()...)
 }
 
 // regularContainers lists the regular containers, in order.
 func (t Target) regularContainers() []container {
 	out := make([]container, len(t.Spec.Containers))
 	for i := range t.Spec.Containers {
-		out[i] = container{&t.Spec.Containers[i], t.SpecPath.Child("containers").Index(i), t.specPointer() + "/containers/" + strconv.Itoa(i), false}
+		out[i] = t.container(i)
 	}
 	return out
+}
+
+// container is the regular container i, initContainer the init container
+// i (a native sidecar when it restarts Always), with their places.
+func (t Target) container(i int) container {
+	return container{&t.Spec.Containers[i], t.SpecPath.Child("containers").Index(i), t.specPointer() + "/containers/" + strconv.Itoa(i), false}
+}
+
+func (t Target) initContainer(i int) container {
+	c := &t.Spec.InitContainers[i]
+	return container{c, t.SpecPath.Child("initContainers").Index(i), t.specPointer() + "/initContainers/" + strconv.Itoa(i), isSidecar(c)}
 }
 
 func isSidecar(c *corev1.Container) bool {

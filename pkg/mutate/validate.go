@@ -5,8 +5,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-
-	"github.com/graceguard/graceguard/pkg/budget"
 )
 
 // Validate decides whether the target may be admitted as it is.
@@ -34,84 +32,80 @@ func Validate(t Target, ns Namespace, opts Options) *Report {
 		checkMeshWait(t, s, r)
 		return r
 	}
-	if len(bad) > 0 {
+	// A template, and a warn-mode Pod, are checked as mutation would leave
+	// them: the decision is applied to a copy, into a report of its own.
+	simulated := t.Template || s.Mode == ModeWarn
+	work, into := t, r
+	if simulated {
+		work, into = t.deepCopy(), &Report{Grace: r.Grace}
+	}
+	targets, tbad := selectTargets(work, s, p)
+	switch {
+	case len(bad) > 0:
 		// Everything wrong at once, not one fix per round trip: the
 		// containers named, and, on a Pod mutation left as it was, the
 		// hooks that outlast its grace. (A template's or a warn-mode Pod's
 		// grace would be raised once the annotations parse.)
-		_, tbad := selectTargets(t, s, p)
 		r.Violations = append(bad, tbad...)
-		if !t.Template && s.Mode != ModeWarn {
+		if !simulated {
 			checkHooks(t, r)
 		}
 		return r
-	}
-	if _, tbad := selectTargets(t, s, p); len(tbad) > 0 {
-		// Before any copy is made: the containers named cannot be treated.
-		if !t.Template && s.Mode != ModeWarn {
+	case len(tbad) > 0:
+		if !simulated {
 			checkHooks(t, r)
 		}
 		r.Violations = append(r.Violations, tbad...)
-		return r
-	}
-	simulated := t.Template || s.Mode == ModeWarn
-	if simulated {
-		sim := t.deepCopy()
-		m := &Report{Grace: r.Grace}
-		mutate(sim, s, p, nil, m)
-		r.Changes = m.Changes
-		if t.Template {
-			r.Warnings = m.Warnings
-		}
-		if len(m.Violations) > 0 {
-			r.Violations = m.Violations
-			return r
-		}
-		t = sim
-		r.Grace = t.grace()
-	}
-	checkHooks(t, r)
-	targets, tbad := selectTargets(t, s, p)
-	targets = appTargets(targets)
-	if len(tbad) > 0 {
-		r.Violations = append(r.Violations, tbad...)
-		return r
-	}
-	autoWork(t, &s, p, r)
-	r.Budget, r.Hook = effectiveBudget(s, targets, nil)
-	// Over the cap or a denying ceiling: mutation refuses such a Pod, so a
-	// missing hook says nothing.
-	plan, f, ok := prepare(t, s, r, false)
-	if !ok {
 		return r
 	}
 	if !simulated {
-		checkMutated(s, targets, r)
-		plan.checkMutated(s, r)
+		checkHooks(t, r)
 	}
-	if !f.Fits() {
+	d := decide(work, s, p, targets, into, simulated)
+	if simulated {
+		d.apply(into)
+		r.Changes = into.Changes
+		if t.Template {
+			r.Warnings = into.Warnings
+		}
+		if len(into.Violations) > 0 {
+			r.Violations = into.Violations
+			return r
+		}
+		// Mutation raised the grace to what the budget needs; the hooks,
+		// graceguard's own included, must still end within it.
+		r.Grace = work.grace()
+		checkHooks(work, r)
+		r.Budget, r.Hook, r.Mesh, r.Profile, r.GraceFloor, r.Ceilings = into.Budget, into.Hook, into.Mesh, into.Profile, into.GraceFloor, into.Ceilings
+		return r
+	}
+	// Over the cap or a denying ceiling: mutation refuses such a Pod, so a
+	// missing hook says nothing.
+	if !d.ok {
+		return r
+	}
+	d.checkMutated(r)
+	if !d.fit.Fits() {
 		r.deny(DenyBudgetExceedsGrace, field.Invalid(t.SpecPath.Child("terminationGracePeriodSeconds"), r.Grace,
-			fmt.Sprintf("must be at least %s; raise it or lower %s", needText(f, s, ""), KeyFor(f.Budget.Largest()))))
+			fmt.Sprintf("must be at least %s; raise it or lower %s", needText(d.fit, s, ""), KeyFor(d.fit.Budget.Largest()))))
 	}
 	return r
 }
 
-// checkMutated denies a Pod that should have been given a preStop sleep
-// and was not: the mutating webhook did not run for it (failurePolicy
-// Ignore during an outage). The Pod's controller retries, and the retry is
-// mutated; a Pod without the sleep would get SIGTERM while routes still
-// point at it.
-func checkMutated(s Settings, targets []container, r *Report) {
-	sleep := budget.CeilSeconds(s.Budget.Routing)
-	if s.PreStop == PreStopNone || sleep == 0 {
-		return
-	}
-	for _, c := range targets {
-		if c.c.Lifecycle == nil || c.c.Lifecycle.PreStop == nil {
+// checkMutated denies a Pod that should have been given a preStop sleep,
+// or a mesh proxy its wait, and was not: the mutating webhook did not run
+// for it (failurePolicy Ignore during an outage), or not after the mesh's
+// injector. The Pod's controller retries, and the retry is mutated; a Pod
+// without the sleep would get SIGTERM while routes still point at it.
+func (d decision) checkMutated(r *Report) {
+	for _, c := range d.targets {
+		if sleep := d.s.sleepFor(c); sleep != nil {
 			r.deny(DenyNotMutated, field.Required(c.path.Child("lifecycle", "preStop"),
-				fmt.Sprintf("graceguard's mutating webhook adds a %ds preStop sleep here and did not run for this Pod (unavailable?); create it again", sleep)))
+				fmt.Sprintf("graceguard's mutating webhook adds a %s preStop sleep here and did not run for this Pod (unavailable?); create it again",
+					formatHook(preStopLength(sleep).D))))
 		}
 	}
+	d.plan.checkMutated(d.s, r)
 }
 
 // checkHooks denies preStop hooks that cannot finish within the grace they
