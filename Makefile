@@ -119,7 +119,7 @@ e2e: ## End-to-end on the real node: cluster up, Helm install, seed lab, rollout
 
 .PHONY: test-cluster
 test-cluster: ## Smoke-test the local cluster harness (root; ~30 s warm, ~5 min cold).
-	$(GO) test -tags e2e ./test/cluster/ -v -timeout 30m
+	$(GO) test -tags e2e ./internal/testcluster/ -v -timeout 30m
 
 ##@ Packaging
 

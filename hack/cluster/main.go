@@ -1,7 +1,7 @@
 // Command cluster runs graceguard's local single-node test cluster (real
 // etcd, kube-apiserver, kube-controller-manager, containerd and kubelet on
 // this Linux machine, as root; no Docker). It is a thin CLI over the
-// test/cluster package, which the e2e suites call directly.
+// internal/testcluster package, which the e2e suites call directly.
 //
 //	go run ./hack/cluster up            # build/cache what is missing, start, wait for Ready;
 //	                                    # prints the admin kubeconfig path on stdout
@@ -27,8 +27,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/graceguard/graceguard/test/cluster"
-	"github.com/graceguard/graceguard/test/images/ocipack"
+	"github.com/graceguard/graceguard/internal/testcluster"
+	"github.com/graceguard/graceguard/internal/ocipack"
 )
 
 const usage = `usage: go run ./hack/cluster COMMAND [flags]
@@ -51,7 +51,7 @@ func main() {
 	log.SetFlags(log.Ltime | log.Lmicroseconds)
 	log.SetPrefix("cluster: ")
 	if len(os.Args) < 2 {
-		fmt.Fprintf(os.Stderr, usage, cluster.NodeName)
+		fmt.Fprintf(os.Stderr, usage, testcluster.NodeName)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -67,7 +67,7 @@ func main() {
 
 func run(ctx context.Context, command string, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet(command, flag.ContinueOnError)
-	var opts cluster.Options
+	var opts testcluster.Options
 	fs.StringVar(&opts.Dir, "dir", "", "run directory (default $GG_CLUSTER_DIR, else <repo>/bin/cluster)")
 	switch command {
 	case "up":
@@ -76,13 +76,13 @@ func run(ctx context.Context, command string, args []string, stdout io.Writer) e
 		if err := fs.Parse(args); err != nil {
 			return err
 		}
-		c, err := cluster.Up(ctx, opts)
+		c, err := testcluster.Up(ctx, opts)
 		if err != nil {
 			return err
 		}
 		log.Printf("export KUBECONFIG=%s   # kubectl: %s", c.Kubeconfig, c.Kubectl)
 		if !c.Scheduler {
-			log.Printf("no kube-scheduler binary: Pods need spec.nodeName: %s", cluster.NodeName)
+			log.Printf("no kube-scheduler binary: Pods need spec.nodeName: %s", testcluster.NodeName)
 		}
 		fmt.Fprintln(stdout, c.Kubeconfig)
 		return nil
@@ -91,13 +91,13 @@ func run(ctx context.Context, command string, args []string, stdout io.Writer) e
 		if err := fs.Parse(args); err != nil {
 			return err
 		}
-		return cluster.Down(ctx, opts)
+		return testcluster.Down(ctx, opts)
 
 	case "status":
 		if err := fs.Parse(args); err != nil {
 			return err
 		}
-		s, err := cluster.Status(ctx, opts)
+		s, err := testcluster.Status(ctx, opts)
 		if err != nil {
 			return err
 		}
@@ -112,7 +112,7 @@ func run(ctx context.Context, command string, args []string, stdout io.Writer) e
 			}
 			fmt.Fprintf(stdout, "  %-24s pid %-7d %-12s %s\n", c.Name, c.PID, state, c.Log)
 		}
-		fmt.Fprintf(stdout, "node %s Ready: %v\n", cluster.NodeName, s.NodeReady)
+		fmt.Fprintf(stdout, "node %s Ready: %v\n", testcluster.NodeName, s.NodeReady)
 		for _, l := range s.Leftovers {
 			fmt.Fprintf(stdout, "leftover: %s\n", l)
 		}
@@ -125,7 +125,7 @@ func run(ctx context.Context, command string, args []string, stdout io.Writer) e
 		if err := fs.Parse(args); err != nil {
 			return err
 		}
-		s, err := cluster.Status(ctx, opts)
+		s, err := testcluster.Status(ctx, opts)
 		if err != nil {
 			return err
 		}
@@ -165,7 +165,7 @@ func run(ctx context.Context, command string, args []string, stdout io.Writer) e
 		}
 		log.Printf("%s %s -> %s", res.Name, res.Digest, res.Archive)
 		if doImport {
-			c, err := cluster.Attach(ctx, opts)
+			c, err := testcluster.Attach(ctx, opts)
 			if err != nil {
 				return err
 			}
@@ -183,7 +183,7 @@ func run(ctx context.Context, command string, args []string, stdout io.Writer) e
 		if fs.NArg() == 0 {
 			return errors.New("import: name at least one archive")
 		}
-		c, err := cluster.Attach(ctx, opts)
+		c, err := testcluster.Attach(ctx, opts)
 		if err != nil {
 			return err
 		}
@@ -195,9 +195,9 @@ func run(ctx context.Context, command string, args []string, stdout io.Writer) e
 		return nil
 
 	case "-h", "--help", "help":
-		fmt.Fprintf(os.Stderr, usage, cluster.NodeName)
+		fmt.Fprintf(os.Stderr, usage, testcluster.NodeName)
 		return nil
 	}
-	fmt.Fprintf(os.Stderr, usage, cluster.NodeName)
+	fmt.Fprintf(os.Stderr, usage, testcluster.NodeName)
 	return fmt.Errorf("unknown command %q", command)
 }

@@ -35,7 +35,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
-	"github.com/graceguard/graceguard/internal/controlplane"
+	"github.com/graceguard/graceguard/internal/testcluster"
 	"github.com/graceguard/graceguard/pkg/cli"
 	"github.com/graceguard/graceguard/pkg/manifest"
 	"github.com/graceguard/graceguard/pkg/mutate"
@@ -62,7 +62,7 @@ func run(ctx context.Context, out io.Writer, examplesDir string, wait bool) (err
 
 	fmt.Fprintln(out, "== graceguard demo: a real kube-apiserver and etcd on this machine, graceguard's webhooks from charts/graceguard")
 	start := time.Now()
-	cp, err := controlplane.Start(ctx, controlplane.Options{})
+	cp, err := testcluster.StartAPIServer(ctx, testcluster.APIServerOptions{})
 	if err != nil {
 		return err
 	}
@@ -246,7 +246,7 @@ func comment(data []byte) string {
 }
 
 // serve keeps the control plane up with a kubeconfig for kubectl.
-func serve(ctx context.Context, out io.Writer, cp *controlplane.ControlPlane) error {
+func serve(ctx context.Context, out io.Writer, cp *testcluster.APIServer) error {
 	dir, err := os.MkdirTemp("", "graceguard-demo-")
 	if err != nil {
 		return err

@@ -6,11 +6,11 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
+
+	"github.com/graceguard/graceguard/internal/ocipack"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -225,7 +225,7 @@ func WriteImage(archive string, spec ImageSpec) (*Image, error) {
 	if err := lp.AppendIndex(idx, layout.WithAnnotations(map[string]string{AnnotationImageName: ref, AnnotationRefName: tag.TagStr()})); err != nil {
 		return nil, err
 	}
-	if err := tarDir(filepath.Join(tmp, "layout"), filepath.Join(tmp, "image.tar")); err != nil {
+	if err := ocipack.TarDir(filepath.Join(tmp, "layout"), filepath.Join(tmp, "image.tar")); err != nil {
 		return nil, err
 	}
 	if err := os.Rename(filepath.Join(tmp, "image.tar"), archive); err != nil {
@@ -276,63 +276,6 @@ func baseLayerTar() ([]byte, error) {
 		entries = append(entries, tarEntry{hdr: h, data: f.Data})
 	}
 	return tarOf(entries)
-}
-
-// tarDir writes the files under root into a tarball at out, sorted (WalkDir
-// order) and with fixed timestamps.
-func tarDir(root, out string) error {
-	f, err := os.Create(out)
-	if err != nil {
-		return err
-	}
-	tw := tar.NewWriter(f)
-	werr := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == root {
-			return err
-		}
-		rel, err := filepath.Rel(root, p)
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		hdr, err := tar.FileInfoHeader(info, "")
-		if err != nil {
-			return err
-		}
-		hdr.Name = filepath.ToSlash(rel)
-		if d.IsDir() {
-			hdr.Name += "/"
-		}
-		hdr.ModTime, hdr.AccessTime, hdr.ChangeTime = epoch, time.Time{}, time.Time{}
-		hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
-		hdr.Format = tar.FormatPAX
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		src, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer src.Close()
-		_, err = io.Copy(tw, src)
-		return err
-	})
-	if werr == nil {
-		werr = tw.Close()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		return fmt.Errorf("write %s: %w", out, werr)
-	}
-	return nil
 }
 
 // ImageInfoName is the JSON file (an Image) beside the image archive, which

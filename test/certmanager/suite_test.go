@@ -28,14 +28,13 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/graceguard/graceguard/internal/testcluster"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gexec"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
@@ -98,13 +97,8 @@ egressSelections:
 // when it is not empty (a ServiceAccount gets its groups, as in a Pod).
 func writeKubeconfig(c *rest.Config, user string) string {
 	GinkgoHelper()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: c.Host, CertificateAuthorityData: c.CAData}
-	kc.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{ClientCertificateData: c.CertData, ClientKeyData: c.KeyData, Token: c.BearerToken, Impersonate: user}
-	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest"}
-	kc.CurrentContext = "envtest"
 	path := filepath.Join(GinkgoT().TempDir(), "kubeconfig")
-	Expect(clientcmd.WriteToFile(*kc, path)).To(Succeed())
+	Expect(testcluster.WriteKubeconfig(path, c, "", user)).To(Succeed())
 	return path
 }
 

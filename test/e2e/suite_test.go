@@ -25,9 +25,9 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/graceguard/graceguard/internal/release"
-	"github.com/graceguard/graceguard/test/cluster"
+	"github.com/graceguard/graceguard/internal/testcluster"
 	"github.com/graceguard/graceguard/test/e2e/evidence"
-	"github.com/graceguard/graceguard/test/images/ocipack"
+	"github.com/graceguard/graceguard/internal/ocipack"
 )
 
 // Images imported into the node's containerd: the webhook's is the release
@@ -64,7 +64,7 @@ var testNamespaces = []struct {
 }{{nsLab, true}, {nsControl, false}, {nsRollA, true}, {nsRollB, false}, {nsHookA, true}, {nsHookB, false}, {nsChurn, true}, {nsMesh, true}, {nsTune, true}}
 
 var (
-	cl       *cluster.Cluster
+	cl       *testcluster.Cluster
 	kube     kubernetes.Interface
 	repoRoot string
 	outDir   string
@@ -95,10 +95,10 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(os.MkdirAll(outDir, 0o755)).To(Succeed())
 	GinkgoWriter.Printf("evidence goes to %s\n", outDir)
 
-	opts := cluster.Options{RepoRoot: repoRoot, Logf: func(f string, a ...any) { GinkgoWriter.Printf("cluster: "+f+"\n", a...) }}
-	if cl, err = cluster.Attach(ctx, opts); err != nil {
+	opts := testcluster.Options{RepoRoot: repoRoot, Logf: func(f string, a ...any) { GinkgoWriter.Printf("cluster: "+f+"\n", a...) }}
+	if cl, err = testcluster.Attach(ctx, opts); err != nil {
 		GinkgoWriter.Printf("no running cluster (%v): starting one (it is stopped after the suite)\n", err)
-		cl, err = cluster.Up(ctx, opts)
+		cl, err = testcluster.Up(ctx, opts)
 		Expect(err).NotTo(HaveOccurred(), "cluster up")
 		owned = true
 	}
@@ -176,7 +176,7 @@ var _ = AfterSuite(func(ctx SpecContext) {
 		uninstallGraceguard(ctx)
 	}
 	if owned {
-		Expect(cluster.Down(ctx, cluster.Options{RepoRoot: repoRoot})).To(Succeed())
+		Expect(testcluster.Down(ctx, testcluster.Options{RepoRoot: repoRoot})).To(Succeed())
 	}
 }, NodeTimeout(5*time.Minute))
 
@@ -224,7 +224,7 @@ func fillEnv(ctx context.Context) {
 	if v, err := kube.Discovery().ServerVersion(); err == nil {
 		e.Kubernetes = v.GitVersion
 	}
-	if n, err := kube.CoreV1().Nodes().Get(ctx, cluster.NodeName, metav1.GetOptions{}); err == nil {
+	if n, err := kube.CoreV1().Nodes().Get(ctx, testcluster.NodeName, metav1.GetOptions{}); err == nil {
 		e.Kubelet = n.Status.NodeInfo.KubeletVersion
 		e.Runtime = n.Status.NodeInfo.ContainerRuntimeVersion
 		e.Kernel = n.Status.NodeInfo.KernelVersion

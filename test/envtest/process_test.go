@@ -8,11 +8,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/graceguard/graceguard/internal/testcluster"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gexec"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // webhookBinary builds cmd/webhook once per suite run; the suite's
@@ -41,14 +40,8 @@ func kubeconfig() string {
 // impersonation does for a ServiceAccount, with its groups).
 func kubeconfigWith(host, user string) string {
 	GinkgoHelper()
-	c := cp.Config
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: host, CertificateAuthorityData: c.CAData}
-	kc.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{ClientCertificateData: c.CertData, ClientKeyData: c.KeyData, Token: c.BearerToken, Impersonate: user}
-	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest"}
-	kc.CurrentContext = "envtest"
 	path := filepath.Join(GinkgoT().TempDir(), "kubeconfig")
-	Expect(clientcmd.WriteToFile(*kc, path)).To(Succeed())
+	Expect(testcluster.WriteKubeconfig(path, cp.Config, host, user)).To(Succeed())
 	return path
 }
 

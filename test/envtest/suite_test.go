@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/graceguard/graceguard/internal/controlplane"
+	"github.com/graceguard/graceguard/internal/testcluster"
 	"github.com/graceguard/graceguard/pkg/mutate"
 )
 
@@ -32,7 +32,7 @@ func TestEnvtest(t *testing.T) {
 }
 
 var (
-	cp      *controlplane.ControlPlane
+	cp      *testcluster.APIServer
 	kube    kubernetes.Interface
 	dyn     dynamic.Interface
 	nsCount atomic.Int32
@@ -43,7 +43,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	// certificate rotator) show up beside the failing spec.
 	logf.SetLogger(GinkgoLogr)
 	var err error
-	cp, err = controlplane.Start(ctx, controlplane.Options{Log: logr.Discard()})
+	cp, err = testcluster.StartAPIServer(ctx, testcluster.APIServerOptions{Log: logr.Discard()})
 	Expect(err).NotTo(HaveOccurred())
 	kube = cp.Client
 	dyn, err = dynamic.NewForConfig(cp.Config)

@@ -1,5 +1,5 @@
 // Command e2e is the runner behind `make e2e` (hack/e2e.sh): it starts the
-// local single-node cluster (test/cluster) while compiling the e2e suite,
+// local single-node cluster (internal/testcluster) while compiling the e2e suite,
 // runs the suite against it, tears the cluster down whatever happened
 // (failure, Ctrl-C, SIGTERM), and renders the run's evidence: into
 // bin/e2e/<timestamp>/ always, into docs/e2e.md and docs/e2e/ when the run
@@ -26,7 +26,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/graceguard/graceguard/test/cluster"
+	"github.com/graceguard/graceguard/internal/testcluster"
 	"github.com/graceguard/graceguard/test/e2e/evidence"
 )
 
@@ -68,7 +68,7 @@ func run(focus string, keep bool, docs string, timeout time.Duration) (code int)
 		return 1
 	}
 	rn := &evidence.Runner{}
-	opts := cluster.Options{RepoRoot: root, Logf: func(f string, a ...any) { log.Printf("cluster: "+f, a...) }}
+	opts := testcluster.Options{RepoRoot: root, Logf: func(f string, a ...any) { log.Printf("cluster: "+f, a...) }}
 
 	// Tear down whatever happens from here on.
 	defer func() {
@@ -78,7 +78,7 @@ func run(focus string, keep bool, docs string, timeout time.Duration) (code int)
 			t := time.Now()
 			dctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			if err := cluster.Down(dctx, opts); err != nil {
+			if err := testcluster.Down(dctx, opts); err != nil {
 				log.Printf("cluster down: %v", err)
 				if code == 0 {
 					code = 1
@@ -89,7 +89,7 @@ func run(focus string, keep bool, docs string, timeout time.Duration) (code int)
 			if dir == "" {
 				dir = filepath.Join(root, "bin", "cluster")
 			}
-			rn.Leftovers = cluster.Leftovers(dir)
+			rn.Leftovers = testcluster.Leftovers(dir)
 			if len(rn.Leftovers) > 0 {
 				log.Printf("left behind after down:\n  %s", strings.Join(rn.Leftovers, "\n  "))
 				if code == 0 {
@@ -120,7 +120,7 @@ func run(focus string, keep bool, docs string, timeout time.Duration) (code int)
 		built <- err
 	}()
 	t := time.Now()
-	if _, err := cluster.Up(ctx, opts); err != nil {
+	if _, err := testcluster.Up(ctx, opts); err != nil {
 		log.Printf("cluster up: %v", err)
 		<-built
 		return 1

@@ -1,4 +1,4 @@
-package cluster
+package testcluster
 
 import (
 	"context"
@@ -40,9 +40,6 @@ type Cluster struct {
 	l    layout
 	bins binaries
 }
-
-// LogDir is where each component's log is.
-func (c *Cluster) LogDir() string { return c.l.logs }
 
 // Up starts the cluster, or completes one that is partly running, and waits
 // until the Node is Ready and the default ServiceAccount exists. Cancelling
@@ -177,7 +174,7 @@ func prepareDir(l layout) error {
 		}
 	}
 	return writeIfChanged(filepath.Join(l.dir, "go.mod"),
-		[]byte("// The test cluster's run directory (test/cluster): not Go code.\nmodule graceguard.local/cluster-run-dir\n"), 0o644)
+		[]byte("// The test cluster's run directory (internal/testcluster): not Go code.\nmodule graceguard.local/cluster-run-dir\n"), 0o644)
 }
 
 // ensureRunning keeps comp if it runs with the same identity, else
@@ -356,7 +353,7 @@ func (c *Cluster) ctr(ctx context.Context, args ...string) (string, error) {
 // ImportImage imports an OCI (or Docker) image archive into the CRI
 // namespace, so Pods can use it with imagePullPolicy: Never. The name comes
 // from the archive (io.containerd.image.name in index.json, see
-// test/images/ocipack). Importing the same archive again is harmless.
+// internal/ocipack). Importing the same archive again is harmless.
 func (c *Cluster) ImportImage(ctx context.Context, archive string) error {
 	start := time.Now()
 	out, err := c.ctr(ctx, "images", "import", archive)
@@ -365,20 +362,6 @@ func (c *Cluster) ImportImage(ctx context.Context, archive string) error {
 	}
 	c.opts.Logf("imported %s in %s: %s", filepath.Base(archive), time.Since(start).Round(time.Millisecond), strings.Join(strings.Fields(lastLines(out, 1)), " "))
 	return nil
-}
-
-// Images lists the image names in the CRI namespace.
-func (c *Cluster) Images(ctx context.Context) ([]string, error) {
-	out, err := c.ctr(ctx, "images", "ls", "-q")
-	if err != nil {
-		return nil, err
-	}
-	return strings.Fields(out), nil
-}
-
-// Down tears the cluster down (see the package Down).
-func (c *Cluster) Down(ctx context.Context) error {
-	return Down(ctx, c.opts)
 }
 
 // Down stops every process of the run directory and removes everything the

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/graceguard/graceguard/test/images/ocipack"
+	"github.com/graceguard/graceguard/internal/ocipack"
 )
 
 // readArchive returns every regular file of an archive by name.

@@ -1,10 +1,4 @@
-// Package controlplane runs graceguard in front of a real kube-apiserver and
-// etcd (controller-runtime's envtest): the webhook configurations the Helm
-// chart ships, pointed at a graceguard server running in this process. The
-// envtest suite and `make demo` both use it.
-//
-// Invariant: Stop leaves no process, listener or temporary directory behind.
-package controlplane
+package testcluster
 
 import (
 	"context"
@@ -25,6 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -35,8 +31,8 @@ import (
 	"github.com/graceguard/graceguard/pkg/server"
 )
 
-// Options configure Start.
-type Options struct {
+// APIServerOptions configure Start.
+type APIServerOptions struct {
 	// AssetsDir holds kube-apiserver and etcd (KUBEBUILDER_ASSETS).
 	AssetsDir string
 	// ReleaseNamespace is graceguard's own namespace (never touched).
@@ -49,8 +45,8 @@ type Options struct {
 	Log logr.Logger
 }
 
-// ControlPlane is a running API server with graceguard admitting Pods.
-type ControlPlane struct {
+// APIServer is a running API server with graceguard admitting Pods.
+type APIServer struct {
 	Env      *envtest.Environment
 	Config   *rest.Config
 	Client   kubernetes.Interface
@@ -62,15 +58,14 @@ type ControlPlane struct {
 	// CA trusts the graceguard server's certificate.
 	CA []byte
 
-	cancel  context.CancelFunc
-	done    chan error
-	metrics *prometheus.Registry
+	cancel context.CancelFunc
+	done   chan error
 }
 
-// Start starts etcd, kube-apiserver and graceguard, installs the chart's
+// StartAPIServer starts etcd, kube-apiserver and graceguard, installs the chart's
 // webhook configurations and returns once a Pod in an opted-in namespace
 // is admitted and mutated.
-func Start(ctx context.Context, o Options) (*ControlPlane, error) {
+func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error) {
 	if o.AssetsDir == "" {
 		o.AssetsDir = os.Getenv("KUBEBUILDER_ASSETS")
 	}
@@ -89,7 +84,7 @@ func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := freeport.Get()
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +107,7 @@ func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
 	}
-	cp := &ControlPlane{Env: env, Config: restCfg, Webhooks: hooks, WebhookURL: base, CA: env.WebhookInstallOptions.LocalServingCAData, done: make(chan error, 1)}
+	cp := &APIServer{Env: env, Config: restCfg, Webhooks: hooks, WebhookURL: base, CA: env.WebhookInstallOptions.LocalServingCAData, done: make(chan error, 1)}
 	if cp.Client, err = kubernetes.NewForConfig(restCfg); err != nil {
 		_ = env.Stop()
 		return nil, err
@@ -125,7 +120,7 @@ func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 	cfg.MetricsBindAddress = "0"
 	cfg.ShutdownDelay = 0
 	cfg.DrainTimeout = 5 * time.Second
-	healthPort, err := freePort()
+	healthPort, err := freeport.Get()
 	if err != nil {
 		_ = env.Stop()
 		return nil, err
@@ -139,12 +134,11 @@ func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 		return nil, err
 	}
 	cp.ServerConfig = cfg
-	cp.metrics = prometheus.NewRegistry()
 
 	srvCtx, cancel := context.WithCancel(logf.IntoContext(context.Background(), o.Log))
 	cp.cancel = cancel
 	go func() {
-		cp.done <- server.Run(srvCtx, cfg, restCfg, cp.metrics, server.WithWebhookHost("127.0.0.1"))
+		cp.done <- server.Run(srvCtx, cfg, restCfg, prometheus.NewRegistry(), server.WithWebhookHost("127.0.0.1"))
 	}()
 
 	if err := cp.waitAdmitting(ctx); err != nil {
@@ -154,9 +148,6 @@ func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 	return cp, nil
 }
 
-// Metrics is the registry graceguard's own metrics are registered on.
-func (cp *ControlPlane) Metrics() *prometheus.Registry { return cp.metrics }
-
 // probeNamespace is an opted-in namespace kept for checking that
 // graceguard admits Pods.
 const probeNamespace = "graceguard-probe"
@@ -164,7 +155,7 @@ const probeNamespace = "graceguard-probe"
 // waitAdmitting creates the probe namespace and waits until graceguard
 // mutates Pods: then the webhook is serving and its namespace cache has
 // synced.
-func (cp *ControlPlane) waitAdmitting(ctx context.Context) error {
+func (cp *APIServer) waitAdmitting(ctx context.Context) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: probeNamespace, Labels: map[string]string{mutate.LabelInject: mutate.LabelInjectEnabled}}}
 	if _, err := cp.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating the probe namespace: %w", err)
@@ -174,7 +165,7 @@ func (cp *ControlPlane) waitAdmitting(ctx context.Context) error {
 
 // WaitMutating waits until a Pod created (dry-run) in an opted-in
 // namespace comes back mutated.
-func (cp *ControlPlane) WaitMutating(ctx context.Context, timeout time.Duration) error {
+func (cp *APIServer) WaitMutating(ctx context.Context, timeout time.Duration) error {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: probeNamespace},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.local/probe:1"}}},
@@ -202,7 +193,7 @@ func (cp *ControlPlane) WaitMutating(ctx context.Context, timeout time.Duration)
 
 // HTTPClient trusts the graceguard server's certificate, to talk to it
 // directly as the API server does.
-func (cp *ControlPlane) HTTPClient() *http.Client {
+func (cp *APIServer) HTTPClient() *http.Client {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(cp.CA)
 	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
@@ -211,17 +202,17 @@ func (cp *ControlPlane) HTTPClient() *http.Client {
 // RemoveMutatingWebhooks deletes the mutating configuration, as if the
 // mutating webhook were unavailable under failurePolicy Ignore. The
 // returned func puts it back and waits until Pods are mutated again.
-func (cp *ControlPlane) RemoveMutatingWebhooks(ctx context.Context) (restore func(context.Context) error, err error) {
+func (cp *APIServer) RemoveMutatingWebhooks(ctx context.Context) (restore func(context.Context) error, err error) {
 	return cp.removeWebhooks(ctx, false)
 }
 
 // RemoveWebhooks deletes both configurations, so that a test can install
 // graceguard's webhooks differently; the returned func puts them back.
-func (cp *ControlPlane) RemoveWebhooks(ctx context.Context) (restore func(context.Context) error, err error) {
+func (cp *APIServer) RemoveWebhooks(ctx context.Context) (restore func(context.Context) error, err error) {
 	return cp.removeWebhooks(ctx, true)
 }
 
-func (cp *ControlPlane) removeWebhooks(ctx context.Context, validating bool) (func(context.Context) error, error) {
+func (cp *APIServer) removeWebhooks(ctx context.Context, validating bool) (func(context.Context) error, error) {
 	mapi := cp.Client.AdmissionregistrationV1().MutatingWebhookConfigurations()
 	vapi := cp.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations()
 	var savedM []*admissionv1.MutatingWebhookConfiguration
@@ -268,7 +259,7 @@ func (cp *ControlPlane) removeWebhooks(ctx context.Context, validating bool) (fu
 }
 
 // Stop stops graceguard, the API server and etcd.
-func (cp *ControlPlane) Stop() error {
+func (cp *APIServer) Stop() error {
 	var errs []error
 	if cp.cancel != nil {
 		cp.cancel()
@@ -288,4 +279,17 @@ func (cp *ControlPlane) Stop() error {
 	return errors.Join(errs...)
 }
 
-func freePort() (int, error) { return freeport.Get() }
+// WriteKubeconfig writes a kubeconfig at path for c's credentials against
+// the API server at host (c.Host when empty), impersonating user when it
+// is not empty (a ServiceAccount gets its groups, as in a Pod).
+func WriteKubeconfig(path string, c *rest.Config, host, user string) error {
+	if host == "" {
+		host = c.Host
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: host, CertificateAuthorityData: c.CAData}
+	kc.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{ClientCertificateData: c.CertData, ClientKeyData: c.KeyData, Token: c.BearerToken, Impersonate: user}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest"}
+	kc.CurrentContext = "envtest"
+	return clientcmd.WriteToFile(*kc, path)
+}

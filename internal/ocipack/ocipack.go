@@ -167,7 +167,7 @@ func Write(archive string, img Image) (*Result, error) {
 		return nil, fmt.Errorf("ocipack: write layout: %w", err)
 	}
 	tmp := filepath.Join(dir, "archive.tar")
-	if err := tarDir(filepath.Join(dir, "layout"), tmp); err != nil {
+	if err := TarDir(filepath.Join(dir, "layout"), tmp); err != nil {
 		return nil, err
 	}
 	if err := os.Rename(tmp, archive); err != nil {
@@ -252,9 +252,11 @@ func layerTarball(binPath string, symlinks []string, bin []byte) ([]byte, error)
 	return buf.Bytes(), nil
 }
 
-// tarDir writes the files under root into a tarball at out, sorted and with
-// fixed timestamps.
-func tarDir(root, out string) error {
+// TarDir writes the files under root into a tarball at out, sorted (WalkDir
+// order) and with fixed timestamps: an OCI image layout as one archive,
+// the same bytes for the same files. The release image (internal/release)
+// is written with it too.
+func TarDir(root, out string) error {
 	f, err := os.Create(out)
 	if err != nil {
 		return fmt.Errorf("ocipack: %w", err)

@@ -1,4 +1,4 @@
-package cluster
+package testcluster
 
 import (
 	"crypto/x509"
