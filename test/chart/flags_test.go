@@ -2,6 +2,7 @@ package chart_test
 
 import (
 	"flag"
+	"io"
 	"testing"
 
 	"github.com/spf13/pflag"
@@ -43,16 +44,72 @@ func TestRenderedArgumentsAreValidFlags(t *testing.T) {
 
 func parseArgs(t *testing.T, what string, fl config.Flags, args []string) {
 	t.Helper()
-	fs := pflag.NewFlagSet(what, pflag.ContinueOnError)
+	if err := flagsErr(fl, args); err != nil {
+		t.Errorf("%s: %v (args %q)", what, err, args)
+	}
+}
+
+// flagsErr is what the webhook binary says of args: a flag it does not
+// know, a value it cannot parse, or one its validation refuses.
+func flagsErr(fl config.Flags, args []string) error {
+	fs := pflag.NewFlagSet("webhook", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
 	fl.Bind(fs)
 	zapOpts := zap.Options{}
 	goFlags := flag.NewFlagSet("", flag.ContinueOnError)
 	zapOpts.BindFlags(goFlags)
 	fs.AddGoFlagSet(goFlags)
 	if err := fs.Parse(args); err != nil {
-		t.Fatalf("%s: %v (args %q)", what, err, args)
+		return err
 	}
-	if err := fl.Validate(); err != nil {
-		t.Errorf("%s: %v (args %q)", what, err, args)
+	return fl.Validate()
+}
+
+// The chart refuses at install what the webhook would refuse at start (its
+// cross-field checks re-implement the webhook's validation, as a template
+// cannot call Go), and nothing the webhook accepts: on each of these
+// values, rendering succeeds exactly when the arguments the templates
+// alone render pass the webhook's flags.
+func TestChartChecksAgreeWithTheWebhooksValidation(t *testing.T) {
+	for _, vals := range []string{
+		"",
+		"config: {maxGracePeriod: 29s}",
+		"config: {maxGracePeriod: 30s}",
+		"config: {defaultMaxWork: 59m, maxGracePeriod: 1h}",
+		"config: {defaultRoutingProfile: aws-nlb-ip, maxGracePeriod: 2m}",
+		"config: {defaultRoutingProfile: aws-nlb-ip, maxGracePeriod: 145s}",
+		"config: {defaultRoutingProfile: azure-agic, maxGracePeriod: 100s}",
+		"config: {routingProfiles: {corp: {routingDelay: 45s, graceFloor: 2m}}, defaultRoutingProfile: corp, maxGracePeriod: 119s}",
+		"config: {routingProfiles: {corp: {routingDelay: 45s, graceFloor: 2m}}, defaultRoutingProfile: corp, maxGracePeriod: 2m}",
+		"config: {routingProfiles: {kube-proxy: {routingDelay: 20s}}, defaultRoutingProfile: kube-proxy, maxGracePeriod: 44s}",
+		"config: {defaultRoutingProfile: corp}",
+		"config: {nodeShutdownGracePeriod: 30s, nodeShutdownGracePeriodCriticalPods: 30s}",
+		"config: {nodeShutdownGracePeriod: 30s, nodeShutdownGracePeriodCriticalPods: 29s}",
+		"config: {karpenterTerminationGracePeriod: 720h}",
+		"shutdown: {delay: 5m, terminationGracePeriodSeconds: 400}",
+		"shutdown: {delay: 301s, terminationGracePeriodSeconds: 400}",
+		"shutdown: {drainTimeout: 500ms}",
+		"observer: {flushInterval: 10ms}",
+		"observer: {flushInterval: 9ms}",
+	} {
+		t.Run(vals, func(t *testing.T) {
+			_, chartErr := renderChart(values(t, vals), renderOpts{})
+			rel, err := renderChart(values(t, vals), renderOpts{unchecked: true})
+			if err != nil {
+				t.Fatalf("the templates alone: %v", err)
+			}
+			r := decode(t, rel)
+			cfg := config.Default()
+			cfg.Namespace = namespace
+			webhookErr := flagsErr(cfg.Flags(), r.container(t).Args)
+			if webhookErr == nil {
+				ocfg := observer.Default()
+				ocfg.Namespace = namespace
+				webhookErr = flagsErr(config.ObserverFlags(&ocfg), r.observer(t).Spec.Template.Spec.Containers[0].Args[1:])
+			}
+			if (chartErr == nil) != (webhookErr == nil) {
+				t.Errorf("the chart says %v; the webhook would say %v", chartErr, webhookErr)
+			}
+		})
 	}
 }
