@@ -234,9 +234,10 @@ type printer struct {
 	err error
 }
 
-func (p *printer) line(format string, args ...any) {
-	if p.err != nil {
-		return
+func (p *printer) line(format string, args ...any) { p.raw(fmt.Sprintf(format, args...) + "\n") }
+
+func (p *printer) raw(s string) {
+	if p.err == nil {
+		_, p.err = io.WriteString(p.w, s)
 	}
-	_, p.err = fmt.Fprintf(p.w, format+"\n", args...)
 }

@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/graceguard/graceguard/pkg/budget"
+	"github.com/graceguard/graceguard/pkg/config"
+	"github.com/graceguard/graceguard/pkg/observer"
 	"github.com/spf13/pflag"
 )
 
@@ -343,36 +345,50 @@ func TestChartStaysReadable(t *testing.T) {
 	}
 }
 
-// The plugin's help and messages name flags (explain names the ceiling
-// flags and where each default comes from); each must be a flag of one of
-// its commands, so a renamed flag fails here until the texts follow.
+// Help and messages name flags: the plugin's (explain names the ceiling
+// flags and where each default comes from), and the webhook's (a denial
+// names the flag that caps the grace). Each must be a flag of its program,
+// so a renamed flag fails here until the texts follow.
 func TestFlagsTheTextsNameExist(t *testing.T) {
-	names := map[string]bool{"help": true, "version": true}
+	plugin := map[string]bool{"help": true, "version": true}
 	root := newRoot(nil, nil, nil)
 	for _, cmd := range append(root.Commands(), root) {
-		cmd.Flags().VisitAll(func(f *pflag.Flag) { names[f.Name] = true })
+		cmd.Flags().VisitAll(func(f *pflag.Flag) { plugin[f.Name] = true })
 	}
-	// Flags of the webhook (its cluster defaults are the plugin's too,
-	// config.BindOptions), and of kubectl and git quoted in examples.
-	for _, other := range []string{"server-side", "force-conflicts", "field-manager", "type", "no-index"} {
-		names[other] = true
+	webhook := map[string]bool{}
+	cfg, obs := config.Default(), observer.Default()
+	for _, fl := range []config.Flags{cfg.Flags(), config.ObserverFlags(&obs)} {
+		fs := pflag.NewFlagSet("webhook", pflag.ContinueOnError)
+		fl.Bind(fs)
+		fs.VisitAll(func(f *pflag.Flag) { webhook[f.Name] = true })
+	}
+	// Other programs' flags, quoted as such: kubectl's, git's, ingress-nginx's.
+	for _, names := range []map[string]bool{plugin, webhook} {
+		for _, other := range []string{"server-side", "force-conflicts", "field-manager", "type", "no-index", "dry-run", "show-managed-fields", "sync-rate-limit"} {
+			names[other] = true
+		}
 	}
 	flagRef := regexp.MustCompile("[ (`'\"]--([a-z][a-z0-9-]+)")
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") || f == "suggest.go" {
-			continue
-		}
-		b, err := os.ReadFile(f)
+	for glob, names := range map[string]map[string]bool{
+		"*.go": plugin, "../mutate/*.go": webhook, "../budget/*.go": webhook, "../webhook/*.go": webhook,
+		"../server/*.go": webhook, "../certs/*.go": webhook, "../observer/*.go": webhook,
+	} {
+		files, err := filepath.Glob(glob)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, m := range flagRef.FindAllStringSubmatch(string(b), -1) {
-			if !names[m[1]] {
-				t.Errorf("%s names --%s, which is no flag of the plugin", f, m[1])
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") || f == "suggest.go" {
+				continue
+			}
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range flagRef.FindAllStringSubmatch(string(b), -1) {
+				if !names[m[1]] {
+					t.Errorf("%s names --%s, which is no flag of its program", f, m[1])
+				}
 			}
 		}
 	}

@@ -185,14 +185,14 @@ func (r recommendation) patch() map[string]any {
 }
 
 func writeRecommendText(w io.Writer, recs []recommendation) error {
-	p := &linePrinter{w: w}
+	p := &printer{w: w}
 	for i, r := range recs {
 		if i > 0 {
 			p.line("")
 		}
 		s := r.summary
 		st := r.report.Status
-		p.line("%s: %s (%d observed, %d SIGKILLed, %d failed preStop hooks in all)", r.ref(), countOf(int(s.Samples), "sample"), st.Observed, st.KillsObserved, st.HookFailuresObserved)
+		p.line("%s: %s (%d observed, %d SIGKILLed, %d failed preStop hooks in all)", r.ref(), plural(int(s.Samples), "sample"), st.Observed, st.KillsObserved, st.HookFailuresObserved)
 		if r.known {
 			p.line("  budget      %s", s.Budget)
 		}
@@ -247,7 +247,7 @@ func writeRecommendText(w io.Writer, recs []recommendation) error {
 // writeRecommendYAML prints one partial object per workload to change, as
 // a YAML stream, each with a comment saying why; the others as comments.
 func writeRecommendYAML(w io.Writer, recs []recommendation) error {
-	p := &linePrinter{w: w}
+	p := &printer{w: w}
 	first := true
 	for _, r := range recs {
 		switch {
@@ -284,23 +284,3 @@ func writeRecommendYAML(w io.Writer, recs []recommendation) error {
 	return p.err
 }
 
-func countOf(n int, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return fmt.Sprintf("%d %ss", n, what)
-}
-
-// linePrinter writes lines and keeps the first error.
-type linePrinter struct {
-	w   io.Writer
-	err error
-}
-
-func (p *linePrinter) line(format string, args ...any) { p.raw(fmt.Sprintf(format, args...) + "\n") }
-
-func (p *linePrinter) raw(s string) {
-	if p.err == nil {
-		_, p.err = io.WriteString(p.w, s)
-	}
-}

@@ -1,9 +1,6 @@
 package config
 
 import (
-	"os"
-	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -148,45 +145,6 @@ func TestObserverFlags(t *testing.T) {
 		err := fl.Validate()
 		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
-		}
-	}
-}
-
-// Messages elsewhere name flags (a denial says which flag caps the grace);
-// each flag they name must be one of these, so renaming a flag here fails
-// this test until they follow.
-func TestFlagsOtherPackagesNameExist(t *testing.T) {
-	c := Default()
-	o := observer.Default()
-	names := map[string]bool{}
-	for _, fl := range []Flags{c.Flags(), ObserverFlags(&o)} {
-		for _, f := range fl {
-			names[f.name] = true
-		}
-	}
-	// Other programs' flags, quoted as such.
-	for _, other := range []string{"sync-rate-limit", "dry-run", "show-managed-fields"} {
-		names[other] = true
-	}
-	flagRef := regexp.MustCompile("[ (`]--([a-z][a-z0-9-]+)")
-	for _, dir := range []string{"../mutate", "../budget", "../webhook", "../server", "../certs", "../observer"} {
-		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range files {
-			if strings.HasSuffix(f, "_test.go") {
-				continue
-			}
-			b, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, m := range flagRef.FindAllStringSubmatch(string(b), -1) {
-				if !names[m[1]] {
-					t.Errorf("%s names --%s, which is no flag of the webhook", f, m[1])
-				}
-			}
 		}
 	}
 }

@@ -30,13 +30,10 @@ var (
 // would change). It never denies: violations it meets stop it from
 // changing anything and are left for Validate to report.
 func Mutate(t Target, ns Namespace, opts Options) *Report {
-	r := newReport(t, StageMutate)
-	if r.Skip = skip(t, ns, opts); r.Skip != "" {
+	r, s, bad, p := begin(t, ns, opts, StageMutate)
+	if r.Skip != "" {
 		return r
 	}
-	p := newPaths(t.MetaPath, ns.Name)
-	s, bad := settingsFor(t, ns, opts, p)
-	r.Mode = s.Mode
 	if s.OptOut {
 		r.Skip, r.OptedOut = SkipOptedOut, true
 		return r
@@ -55,9 +52,19 @@ func Mutate(t Target, ns Namespace, opts Options) *Report {
 	return r
 }
 
-func newReport(t Target, stage Stage) *Report {
+// begin starts both webhooks' reports: the target left alone entirely
+// (r.Skip), or its settings read, with the findings of those that do not
+// parse.
+func begin(t Target, ns Namespace, opts Options, stage Stage) (*Report, Settings, []Finding, paths) {
 	g := t.grace()
-	return &Report{Stage: stage, Kind: t.Kind, Namespace: t.Namespace, Name: t.Name, GraceBefore: g, Grace: g}
+	r := &Report{Stage: stage, Kind: t.Kind, Namespace: t.Namespace, Name: t.Name, GraceBefore: g, Grace: g}
+	if r.Skip = skip(t, ns, opts); r.Skip != "" {
+		return r, Settings{}, nil, paths{}
+	}
+	p := newPaths(t.MetaPath, ns.Name)
+	s, bad := settingsFor(t, ns, opts, p)
+	r.Mode = s.Mode
+	return r, s, bad, p
 }
 
 // skip says why a target is left alone entirely, or "".

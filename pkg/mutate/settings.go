@@ -245,13 +245,9 @@ func resolve(podAnn map[string]string, ns Namespace, opts Options, p paths) (Set
 				s.Sources[tk.term] = layer.src
 				continue
 			}
-			d, err := budget.ParseDuration(v)
-			if err != nil {
-				detail := "want " + budget.AcceptedForms
-				if pe, ok := err.(*budget.ParseError); ok {
-					detail = pe.Problem()
-				}
-				bad = append(bad, Finding{layer.dr, field.Invalid(layer.path.Key(tk.key), clip(v), detail)})
+			d, f := parseDuration(v, layer.path.Key(tk.key), layer.dr)
+			if f != nil {
+				bad = append(bad, *f)
 				continue
 			}
 			s.Budget = s.Budget.Set(tk.term, d)
@@ -283,13 +279,9 @@ func resolve(podAnn map[string]string, ns Namespace, opts Options, p paths) (Set
 		if !ok {
 			continue
 		}
-		d, err := budget.ParseDuration(v)
-		if err != nil {
-			detail := "want " + budget.AcceptedForms
-			if pe, ok := err.(*budget.ParseError); ok {
-				detail = pe.Problem()
-			}
-			bad = append(bad, Finding{r, field.Invalid(path, clip(v), detail)})
+		d, f := parseDuration(v, path, r)
+		if f != nil {
+			bad = append(bad, *f)
 			continue
 		}
 		*b.dst = d
@@ -344,6 +336,20 @@ func resolve(podAnn map[string]string, ns Namespace, opts Options, p paths) (Set
 		}
 	}
 	return s, bad
+}
+
+// parseDuration reads a duration annotation at path; a value that does not
+// parse is a finding saying what is wrong and what is accepted.
+func parseDuration(v string, path *field.Path, r Reason) (time.Duration, *Finding) {
+	d, err := budget.ParseDuration(v)
+	if err == nil {
+		return d, nil
+	}
+	detail := "want " + budget.AcceptedForms
+	if pe, ok := err.(*budget.ParseError); ok {
+		detail = pe.Problem()
+	}
+	return 0, &Finding{r, field.Invalid(path, clip(v), detail)}
 }
 
 // MaxAnnotationValueLength bounds the value of every annotation graceguard

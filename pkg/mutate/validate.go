@@ -19,13 +19,10 @@ import (
 // fit the grace period and the cap, and every graceguard annotation must
 // parse.
 func Validate(t Target, ns Namespace, opts Options) *Report {
-	r := newReport(t, StageValidate)
-	if r.Skip = skip(t, ns, opts); r.Skip != "" {
+	r, s, bad, p := begin(t, ns, opts, StageValidate)
+	if r.Skip != "" {
 		return r
 	}
-	p := newPaths(t.MetaPath, ns.Name)
-	s, bad := settingsFor(t, ns, opts, p)
-	r.Mode = s.Mode
 	if s.OptOut {
 		r.OptedOut = true
 		checkHooks(t, r)
