@@ -283,4 +283,3 @@ func writeRecommendYAML(w io.Writer, recs []recommendation) error {
 	}
 	return p.err
 }
-
