@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -31,7 +32,7 @@ import (
 	"github.com/graceguard/graceguard/pkg/server"
 )
 
-// APIServerOptions configure Start.
+// APIServerOptions configure StartAPIServer.
 type APIServerOptions struct {
 	// AssetsDir holds kube-apiserver and etcd (KUBEBUILDER_ASSETS).
 	AssetsDir string
@@ -39,9 +40,21 @@ type APIServerOptions struct {
 	ReleaseNamespace string
 	// Values are Helm values for rendering the webhook configurations.
 	Values map[string]any
-	// Configure adjusts the server configuration before it starts.
+	// EditWebhooks, when set, changes the rendered webhook configurations
+	// before they are installed.
+	EditWebhooks func(*chart.Webhooks)
+	// Configure adjusts the configuration of graceguard in this process
+	// before it starts.
 	Configure func(*config.Config)
-	// Log receives the server's logs (default: discarded).
+	// WebhookBinary, when set, is the webhook binary (cmd/webhook) to run
+	// as a process of its own instead (Webhook), with WebhookArgs after
+	// the flags that connect it; Configure does not apply then.
+	WebhookBinary string
+	WebhookArgs   []string
+	// Dir holds the processes' logs and kubeconfig; default a temporary
+	// directory that Stop removes.
+	Dir string
+	// Log receives the in-process server's logs (default: discarded).
 	Log logr.Logger
 }
 
@@ -51,21 +64,30 @@ type APIServer struct {
 	Config   *rest.Config
 	Client   kubernetes.Interface
 	Webhooks chart.Webhooks
-	// ServerConfig is what the graceguard server runs with.
+	// Version is the API server's, e.g. v1.37.2.
+	Version string
+	// ServerConfig is what the graceguard server in this process runs
+	// with; Webhook is the graceguard process (WebhookBinary) instead.
 	ServerConfig config.Config
+	Webhook      *Process
 	// WebhookURL is https://127.0.0.1:PORT, the graceguard server.
 	WebhookURL string
-	// CA trusts the graceguard server's certificate.
-	CA []byte
+	// CA trusts the graceguard server's certificate, which is in CertDir.
+	CA      []byte
+	CertDir string
 
-	cancel context.CancelFunc
-	done   chan error
+	o          APIServerOptions
+	kubeconfig string
+	tmpDir     string
+	cancel     context.CancelFunc
+	done       chan error
+	procs      []*Process
 }
 
-// StartAPIServer starts etcd, kube-apiserver and graceguard, installs the chart's
-// webhook configurations and returns once a Pod in an opted-in namespace
-// is admitted and mutated.
-func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error) {
+// StartAPIServer starts etcd, kube-apiserver and graceguard, installs the
+// chart's webhook configurations and returns once a Pod in an opted-in
+// namespace is admitted and mutated.
+func StartAPIServer(ctx context.Context, o APIServerOptions) (_ *APIServer, err error) {
 	if o.AssetsDir == "" {
 		o.AssetsDir = os.Getenv("KUBEBUILDER_ASSETS")
 	}
@@ -90,8 +112,18 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 	}
 	base := "https://127.0.0.1:" + strconv.Itoa(port)
 	hooks.PointAt(base)
+	if o.EditWebhooks != nil {
+		o.EditWebhooks(&hooks)
+	}
 
-	env := &envtest.Environment{
+	a := &APIServer{Webhooks: hooks, WebhookURL: base, o: o, done: make(chan error, 1)}
+	if a.o.Dir == "" {
+		if a.tmpDir, err = os.MkdirTemp("", "graceguard-apiserver-"); err != nil {
+			return nil, err
+		}
+		a.o.Dir = a.tmpDir
+	}
+	a.Env = &envtest.Environment{
 		BinaryAssetsDirectory: o.AssetsDir,
 		// The CustomResourceDefinitions the chart ships (ShutdownReport).
 		CRDDirectoryPaths:     []string{filepath.Join(chart.ChartDir(), "crds")},
@@ -103,49 +135,110 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 			ValidatingWebhooks: hooks.Validating,
 		},
 	}
-	restCfg, err := env.Start()
-	if err != nil {
-		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
+	defer func() {
+		if err != nil {
+			_ = a.Stop()
+		}
+	}()
+	if a.Config, err = a.Env.Start(); err != nil {
+		return a, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
 	}
-	cp := &APIServer{Env: env, Config: restCfg, Webhooks: hooks, WebhookURL: base, CA: env.WebhookInstallOptions.LocalServingCAData, done: make(chan error, 1)}
-	if cp.Client, err = kubernetes.NewForConfig(restCfg); err != nil {
-		_ = env.Stop()
-		return nil, err
+	a.CA, a.CertDir = a.Env.WebhookInstallOptions.LocalServingCAData, a.Env.WebhookInstallOptions.LocalServingCertDir
+	if a.Client, err = kubernetes.NewForConfig(a.Config); err != nil {
+		return a, err
 	}
+	if v, err := a.Client.Discovery().ServerVersion(); err == nil {
+		a.Version = v.GitVersion
+	}
+	if o.WebhookBinary != "" {
+		if a.Webhook, err = a.StartWebhook("graceguard webhook", port, o.WebhookArgs...); err != nil {
+			return a, err
+		}
+	} else if err := a.startInProcess(port); err != nil {
+		return a, err
+	}
+	return a, a.waitAdmitting(ctx)
+}
 
+// startInProcess runs graceguard's server in this process on port, as
+// cmd/webhook does with the chart's flags.
+func (a *APIServer) startInProcess(port int) error {
 	cfg := config.Default()
 	cfg.Port = port
-	cfg.CertDir = env.WebhookInstallOptions.LocalServingCertDir
-	cfg.Namespace = o.ReleaseNamespace
+	cfg.CertDir = a.CertDir
+	cfg.Namespace = a.o.ReleaseNamespace
 	cfg.MetricsBindAddress = "0"
 	cfg.ShutdownDelay = 0
 	cfg.DrainTimeout = 5 * time.Second
 	healthPort, err := freeport.Get()
 	if err != nil {
-		_ = env.Stop()
-		return nil, err
+		return err
 	}
 	cfg.HealthProbeBindAddress = "127.0.0.1:" + strconv.Itoa(healthPort)
-	if o.Configure != nil {
-		o.Configure(&cfg)
+	if a.o.Configure != nil {
+		a.o.Configure(&cfg)
 	}
 	if err := cfg.Validate(); err != nil {
-		_ = env.Stop()
-		return nil, err
+		return err
 	}
-	cp.ServerConfig = cfg
-
-	srvCtx, cancel := context.WithCancel(logf.IntoContext(context.Background(), o.Log))
-	cp.cancel = cancel
+	a.ServerConfig = cfg
+	srvCtx, cancel := context.WithCancel(logf.IntoContext(context.Background(), a.o.Log))
+	a.cancel = cancel
 	go func() {
-		cp.done <- server.Run(srvCtx, cfg, restCfg, prometheus.NewRegistry(), server.WithWebhookHost("127.0.0.1"))
+		a.done <- server.Run(srvCtx, cfg, a.Config, prometheus.NewRegistry(), server.WithWebhookHost("127.0.0.1"))
 	}()
+	return nil
+}
 
-	if err := cp.waitAdmitting(ctx); err != nil {
-		_ = cp.Stop()
+// StartWebhook runs the webhook binary (WebhookBinary) as another process
+// serving on port with the API server's serving certificate, as a user of
+// its own (in system:masters) from a kubeconfig, as `--kubeconfig` users
+// do; extra flags follow the ones that connect it. Stop stops it.
+func (a *APIServer) StartWebhook(name string, port int, extra ...string) (*Process, error) {
+	if a.kubeconfig == "" {
+		user, err := a.Env.AddUser(envtest.User{Name: "graceguard", Groups: []string{"system:masters"}}, nil)
+		if err != nil {
+			return nil, err
+		}
+		kc, err := user.KubeConfig()
+		if err != nil {
+			return nil, err
+		}
+		path := filepath.Join(a.o.Dir, "kubeconfig")
+		if err := os.WriteFile(path, kc, 0o600); err != nil {
+			return nil, err
+		}
+		a.kubeconfig = path
+	}
+	health, err := freeport.Get()
+	if err != nil {
 		return nil, err
 	}
-	return cp, nil
+	metricsPort, err := freeport.Get()
+	if err != nil {
+		return nil, err
+	}
+	return a.StartProcess(name, a.o.WebhookBinary, append([]string{
+		"--kubeconfig=" + a.kubeconfig,
+		"--cert-dir=" + a.CertDir,
+		"--port=" + strconv.Itoa(port),
+		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metricsPort),
+		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(health),
+		"--namespace=" + a.o.ReleaseNamespace,
+		"--shutdown-delay=0s",
+		"--drain-timeout=5s",
+	}, extra...)...)
+}
+
+// StartProcess runs bin beside the API server, its log in Dir (named
+// after name); Stop stops it.
+func (a *APIServer) StartProcess(name, bin string, args ...string) (*Process, error) {
+	p, err := StartProcess(name, filepath.Join(a.o.Dir, strings.ReplaceAll(name, " ", "-")+".log"), bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	a.procs = append(a.procs, p)
+	return p, nil
 }
 
 // probeNamespace is an opted-in namespace kept for checking that
@@ -153,19 +246,19 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 const probeNamespace = "graceguard-probe"
 
 // waitAdmitting creates the probe namespace and waits until graceguard
-// mutates Pods: then the webhook is serving and its namespace cache has
-// synced.
-func (cp *APIServer) waitAdmitting(ctx context.Context) error {
+// mutates Pods.
+func (a *APIServer) waitAdmitting(ctx context.Context) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: probeNamespace, Labels: map[string]string{mutate.LabelInject: mutate.LabelInjectEnabled}}}
-	if _, err := cp.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+	if _, err := a.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating the probe namespace: %w", err)
 	}
-	return cp.WaitMutating(ctx, 60*time.Second)
+	return a.WaitMutating(ctx, 90*time.Second)
 }
 
 // WaitMutating waits until a Pod created (dry-run) in an opted-in
-// namespace comes back mutated.
-func (cp *APIServer) WaitMutating(ctx context.Context, timeout time.Duration) error {
+// namespace comes back mutated: graceguard serves, and its namespace cache
+// has synced.
+func (a *APIServer) WaitMutating(ctx context.Context, timeout time.Duration) error {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: probeNamespace},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.local/probe:1"}}},
@@ -173,51 +266,68 @@ func (cp *APIServer) WaitMutating(ctx context.Context, timeout time.Duration) er
 	deadline := time.Now().Add(timeout)
 	var last error
 	for time.Now().Before(deadline) {
-		select {
-		case err := <-cp.done:
-			cp.done <- err
-			return fmt.Errorf("graceguard stopped: %v", err)
-		case <-ctx.Done():
-			return ctx.Err()
-		default:
+		if err := a.stopped(); err != nil {
+			return err
 		}
-		got, err := cp.Client.CoreV1().Pods(probeNamespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		got, err := a.Client.CoreV1().Pods(probeNamespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err == nil && got.Annotations[mutate.AnnotationBudget] != "" {
 			return nil
 		}
 		last = err
-		time.Sleep(200 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
-	return fmt.Errorf("graceguard did not mutate Pods within %s (last error: %v)", timeout, last)
+	err := fmt.Errorf("graceguard did not mutate Pods within %s (last error: %v)", timeout, last)
+	if a.Webhook != nil {
+		err = fmt.Errorf("%w; its log %s ends with:\n%s", err, a.Webhook.Log, tailFile(a.Webhook.Log, 15))
+	}
+	return err
+}
+
+// stopped says how graceguard stopped, or returns nil while it serves.
+func (a *APIServer) stopped() error {
+	if a.Webhook != nil {
+		return a.Webhook.Exited()
+	}
+	select {
+	case err := <-a.done:
+		a.done <- err
+		return fmt.Errorf("graceguard stopped: %v", err)
+	default:
+		return nil
+	}
 }
 
 // HTTPClient trusts the graceguard server's certificate, to talk to it
 // directly as the API server does.
-func (cp *APIServer) HTTPClient() *http.Client {
+func (a *APIServer) HTTPClient() *http.Client {
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(cp.CA)
+	pool.AppendCertsFromPEM(a.CA)
 	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
 }
 
 // RemoveMutatingWebhooks deletes the mutating configuration, as if the
 // mutating webhook were unavailable under failurePolicy Ignore. The
 // returned func puts it back and waits until Pods are mutated again.
-func (cp *APIServer) RemoveMutatingWebhooks(ctx context.Context) (restore func(context.Context) error, err error) {
-	return cp.removeWebhooks(ctx, false)
+func (a *APIServer) RemoveMutatingWebhooks(ctx context.Context) (restore func(context.Context) error, err error) {
+	return a.removeWebhooks(ctx, false)
 }
 
 // RemoveWebhooks deletes both configurations, so that a test can install
 // graceguard's webhooks differently; the returned func puts them back.
-func (cp *APIServer) RemoveWebhooks(ctx context.Context) (restore func(context.Context) error, err error) {
-	return cp.removeWebhooks(ctx, true)
+func (a *APIServer) RemoveWebhooks(ctx context.Context) (restore func(context.Context) error, err error) {
+	return a.removeWebhooks(ctx, true)
 }
 
-func (cp *APIServer) removeWebhooks(ctx context.Context, validating bool) (func(context.Context) error, error) {
-	mapi := cp.Client.AdmissionregistrationV1().MutatingWebhookConfigurations()
-	vapi := cp.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+func (a *APIServer) removeWebhooks(ctx context.Context, validating bool) (func(context.Context) error, error) {
+	mapi := a.Client.AdmissionregistrationV1().MutatingWebhookConfigurations()
+	vapi := a.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations()
 	var savedM []*admissionv1.MutatingWebhookConfiguration
 	var savedV []*admissionv1.ValidatingWebhookConfiguration
-	for _, m := range cp.Webhooks.Mutating {
+	for _, m := range a.Webhooks.Mutating {
 		cur, err := mapi.Get(ctx, m.Name, metav1.GetOptions{})
 		if err != nil {
 			return nil, err
@@ -228,7 +338,7 @@ func (cp *APIServer) removeWebhooks(ctx context.Context, validating bool) (func(
 		}
 	}
 	if validating {
-		for _, v := range cp.Webhooks.Validating {
+		for _, v := range a.Webhooks.Validating {
 			cur, err := vapi.Get(ctx, v.Name, metav1.GetOptions{})
 			if err != nil {
 				return nil, err
@@ -254,27 +364,40 @@ func (cp *APIServer) removeWebhooks(ctx context.Context, validating bool) (func(
 				return err
 			}
 		}
-		return cp.WaitMutating(ctx, 30*time.Second)
+		return a.WaitMutating(ctx, 30*time.Second)
 	}, nil
 }
 
-// Stop stops graceguard, the API server and etcd.
-func (cp *APIServer) Stop() error {
+// Stop stops graceguard (and every process started beside it), the API
+// server and etcd, and removes the temporary directory.
+func (a *APIServer) Stop() error {
 	var errs []error
-	if cp.cancel != nil {
-		cp.cancel()
+	if a.cancel != nil {
+		a.cancel()
 		select {
-		case err := <-cp.done:
+		case err := <-a.done:
 			if err != nil {
 				errs = append(errs, fmt.Errorf("graceguard: %w", err))
 			}
 		case <-time.After(30 * time.Second):
 			errs = append(errs, errors.New("graceguard did not stop within 30s"))
 		}
-		cp.cancel = nil
+		a.cancel = nil
 	}
-	if err := cp.Env.Stop(); err != nil {
-		errs = append(errs, fmt.Errorf("stopping the control plane: %w", err))
+	for _, p := range a.procs {
+		if err := p.Stop(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if a.Config != nil {
+		if err := a.Env.Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("stopping the control plane: %w", err))
+		}
+	}
+	if a.tmpDir != "" {
+		if err := os.RemoveAll(a.tmpDir); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

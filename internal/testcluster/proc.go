@@ -243,11 +243,7 @@ func tailFile(path string, n int) string {
 		_, _ = f.Seek(fi.Size()-max, io.SeekStart)
 	}
 	b, _ := io.ReadAll(f)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	return lastLines(string(b), n)
 }
 
 // runCmd runs a short helper command and returns its combined output.
