@@ -416,3 +416,21 @@ func WriteKubeconfig(path string, c *rest.Config, host, user string) error {
 	kc.CurrentContext = "envtest"
 	return clientcmd.WriteToFile(*kc, path)
 }
+
+// ServeTLS serves h on a free loopback port with the API server's serving
+// certificate, which the API server trusts (CA): a webhook of the test's
+// own beside graceguard's. It returns the server's https:// base URL and
+// a func that stops it.
+func (a *APIServer) ServeTLS(h http.Handler) (url string, stop func() error, err error) {
+	cert, err := tls.LoadX509KeyPair(filepath.Join(a.CertDir, "tls.crt"), filepath.Join(a.CertDir, "tls.key"))
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return "https://" + ln.Addr().String(), srv.Close, nil
+}

@@ -151,7 +151,7 @@ var _ = Describe("graceguard's own rollout", Ordered, func() {
 		restore, err := cp.RemoveWebhooks(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) { Expect(restore(ctx)).To(Succeed()) })
-		caDir = cp.Env.WebhookInstallOptions.LocalServingCertDir
+		caDir = cp.CertDir
 	})
 
 	// rollout runs two real replicas behind the proxy with the given flags,

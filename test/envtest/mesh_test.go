@@ -2,12 +2,7 @@ package envtest_test
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
-	"errors"
-	"net"
-	"net/http"
-	"path/filepath"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -39,20 +34,10 @@ func startMeshInjector(ctx SpecContext, name string, in meshtest.Injector) *mesh
 		}
 		return n.Labels, n.Annotations, nil
 	}}
-	dir := cp.Env.WebhookInstallOptions.LocalServingCertDir
-	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
+	base, stop, err := cp.ServeTLS(wh)
 	Expect(err).NotTo(HaveOccurred())
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
-	Expect(err).NotTo(HaveOccurred())
-	srv := &http.Server{Handler: wh}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			GinkgoWriter.Println("mesh injector webhook:", err)
-		}
-	}()
-	DeferCleanup(func() { _ = srv.Close() })
-
-	url := "https://" + ln.Addr().(*net.TCPAddr).String() + "/inject"
+	DeferCleanup(stop)
+	url := base + "/inject"
 	none, never, fail := admissionregv1.SideEffectClassNone, admissionregv1.NeverReinvocationPolicy, admissionregv1.Fail
 	api := kube.AdmissionregistrationV1().MutatingWebhookConfigurations()
 	for _, order := range []struct{ config, value string }{{"aa-" + name, "injector-first"}, {"zz-" + name, "graceguard-first"}} {

@@ -1,12 +1,8 @@
 package envtest_test
 
 import (
-	"crypto/tls"
 	"encoding/json"
-	"errors"
-	"net"
 	"net/http"
-	"path/filepath"
 	"sync/atomic"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -55,20 +51,10 @@ func (l *lateSidecar) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // registers it for Pods labelled with label=yes.
 func startLateSidecar(ctx SpecContext, name, label string, l *lateSidecar) {
 	GinkgoHelper()
-	dir := cp.Env.WebhookInstallOptions.LocalServingCertDir
-	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
+	base, stop, err := cp.ServeTLS(l)
 	Expect(err).NotTo(HaveOccurred())
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
-	Expect(err).NotTo(HaveOccurred())
-	srv := &http.Server{Handler: l}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			GinkgoWriter.Println("late sidecar webhook:", err)
-		}
-	}()
-	DeferCleanup(func() { _ = srv.Close() })
-
-	url := "https://" + ln.Addr().(*net.TCPAddr).String() + "/add"
+	DeferCleanup(stop)
+	url := base + "/add"
 	none, never, fail := admissionregv1.SideEffectClassNone, admissionregv1.NeverReinvocationPolicy, admissionregv1.Fail
 	cfg := &admissionregv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
