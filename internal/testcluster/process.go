@@ -2,8 +2,10 @@ package testcluster
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 	"time"
 )
@@ -80,4 +82,15 @@ func (p *Process) Stop() error {
 		<-p.done
 		return fmt.Errorf("%s did not stop within 15s of SIGTERM; killed", p.Name)
 	}
+}
+
+// Readyz is the status code of GET /readyz on a local health port (0 when
+// nothing answers): what a kubelet's readiness probe sees of a webhook.
+func Readyz(port int) int {
+	resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/readyz")
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

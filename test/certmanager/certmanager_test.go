@@ -33,6 +33,7 @@ import (
 
 	"github.com/graceguard/graceguard/internal/chart"
 	"github.com/graceguard/graceguard/internal/freeport"
+	"github.com/graceguard/graceguard/internal/testcluster"
 	"github.com/graceguard/graceguard/pkg/mutate"
 )
 
@@ -110,7 +111,7 @@ var _ = Describe("cert-manager mode", Ordered, func() {
 		sa := "system:serviceaccount:" + releaseNS + ":" + d.Spec.Template.Spec.ServiceAccountName
 		port, health = startReplica(d.Spec.Template.Spec.Containers[0].Args, dir, writeKubeconfig(restConfig, sa))
 		network.route(service, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		Eventually(func() int { return readyz(health) }, time.Minute, 100*time.Millisecond).Should(Equal(http.StatusOK))
+		Eventually(func() int { return testcluster.Readyz(health) }, time.Minute, 100*time.Millisecond).Should(Equal(http.StatusOK))
 	})
 
 	It("gets its serving certificate from cert-manager and its caBundle from cainjector, and admits Pods through its Service", func(ctx SpecContext) {
@@ -370,15 +371,6 @@ func startReplica(args []string, certDir, kubeconfig string) (port, health int) 
 		Eventually(s, 30*time.Second).Should(gexec.Exit())
 	})
 	return port, health
-}
-
-func readyz(port int) int {
-	resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/readyz")
-	if err != nil {
-		return 0
-	}
-	resp.Body.Close()
-	return resp.StatusCode
 }
 
 // servedSerial is the serial of the certificate the replica serves for the

@@ -199,15 +199,6 @@ func installInert(ctx SpecContext, hooks chart.Webhooks) {
 	}
 }
 
-func readyz(port int) int {
-	resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/readyz")
-	if err != nil {
-		return 0
-	}
-	resp.Body.Close()
-	return resp.StatusCode
-}
-
 func leafOf(pemData []byte) *x509.Certificate {
 	GinkgoHelper()
 	block, _ := pem.Decode(pemData)

@@ -97,7 +97,7 @@ func startReplica(o replicaOpts, extra ...string) *replica {
 	return r
 }
 
-func (r *replica) readyz() int { return readyz(r.health) }
+func (r *replica) readyz() int { return testcluster.Readyz(r.health) }
 
 // waitReady waits for /readyz to pass.
 func (r *replica) waitReady(timeout time.Duration) {
