@@ -8,10 +8,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/common"
@@ -143,30 +141,3 @@ func (w Webhooks) PointAt(base string) {
 }
 
 func bufioReader(s string) *bufio.Reader { return bufio.NewReader(bytes.NewBufferString(s)) }
-
-// InstallManifest is config/install.yaml: the chart with its default
-// values in namespace graceguard-system, preceded by the Namespace, for
-// people who install with `kubectl apply` instead of Helm.
-func InstallManifest() (string, error) {
-	const ns = "graceguard-system"
-	m, err := Render("graceguard", ns, nil)
-	if err != nil {
-		return "", err
-	}
-	// What `helm install` applies first: the chart's crds/.
-	crds, err := filepath.Glob(filepath.Join(ChartDir(), "crds", "*.yaml"))
-	if err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	for _, f := range crds {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return "", err
-		}
-		b.WriteString("---\n# Source: graceguard/crds/" + filepath.Base(f) + "\n" + strings.TrimPrefix(string(data), "---\n"))
-	}
-	return "# Generated from charts/graceguard with its default values by `make manifests`; do not edit.\n" +
-		"# kubectl apply -k config/  (or kubectl apply -f config/install.yaml)\n" +
-		"---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + ns + "\n" + b.String() + m, nil
-}
