@@ -51,9 +51,10 @@ func BenchmarkValidate(b *testing.B) {
 }
 
 // Pod-size sweeps: the cost must grow linearly with containers and with
-// environment variables (istio#34799: 1500 env vars, 15s per patch).
+// environment variables (istio#34799: 1500 env vars, 15s per patch), up to
+// the most containers graceguard treats.
 var (
-	sweepContainers = []int{1, 5, 10, 25, 50}
+	sweepContainers = []int{1, 5, 10, 25, mutate.MaxTreatedContainers}
 	sweepEnvVars    = []int{0, 100, 500, 1500, 5000}
 )
 
@@ -107,7 +108,7 @@ func benchMutate(b *testing.B, pod *corev1.Pod) {
 // a 5000-env-var Pod would cost more than the mutation it prepares.
 func freshCopy(p *corev1.Pod) *corev1.Pod {
 	c := *p
-	c.Annotations = maps.Clone(p.Annotations)
+	c.Labels, c.Annotations = maps.Clone(p.Labels), maps.Clone(p.Annotations)
 	c.Spec.Containers = slices.Clone(p.Spec.Containers)
 	c.Spec.InitContainers = slices.Clone(p.Spec.InitContainers)
 	for _, cs := range [][]corev1.Container{c.Spec.Containers, c.Spec.InitContainers} {
