@@ -100,14 +100,14 @@ type decision struct {
 // decide resolves the decision for t, whose treated containers are
 // targets, into r: the budget, where its terms came from, the mesh,
 // routing profile and ceilings, and the violations that stop mutation.
-// advise records the advice about the budget (hooks of unknown length, the
-// mesh, the ceilings) in r.Warnings; max-work: auto always says what it
-// chose.
-func decide(t Target, s Settings, p paths, targets []container, r *Report, advise bool) decision {
+// withAdvice records the advice about the budget (hooks of unknown
+// length, the mesh, the ceilings) in r.Warnings; max-work: auto always
+// says what it chose.
+func decide(t Target, s Settings, p paths, targets []container, r *Report, withAdvice bool) decision {
 	d := decision{t: t, p: p, targets: appTargets(targets)}
 	autoWork(t, &s, p, r)
 	warnTo := r
-	if !advise {
+	if !withAdvice {
 		warnTo = nil
 	}
 	r.Budget, r.Hook = effectiveBudget(s, d.targets, warnTo)
@@ -116,7 +116,7 @@ func decide(t Target, s Settings, p paths, targets []container, r *Report, advis
 		r.Sources[budget.Routing] = FromHook
 	}
 	d.s = s
-	d.plan, d.fit, d.ok = prepare(t, s, r, advise)
+	d.plan, d.fit, d.ok = prepare(t, s, r, withAdvice)
 	return d
 }
 
