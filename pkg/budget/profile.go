@@ -80,13 +80,14 @@ const ProfileSpecForm = "NAME=ROUTING[,grace-floor=DURATION], e.g. corp-lb=45s o
 
 // ParseProfile reads an operator's profile, as given to --routing-profile:
 // "NAME=ROUTING" or "NAME=ROUTING,grace-floor=DURATION". Durations are what
-// ParseDuration accepts.
+// ParseDuration accepts. Its Source is left to the caller, who knows where
+// the text came from (pkg/config: the flag).
 func ParseProfile(spec string) (Profile, error) {
 	name, rest, ok := strings.Cut(strings.TrimSpace(spec), "=")
 	if !ok || rest == "" {
 		return Profile{}, fmt.Errorf("%q: want %s", spec, ProfileSpecForm)
 	}
-	p := Profile{Name: name, Basis: BasisOperator, Source: "--routing-profile " + name}
+	p := Profile{Name: name, Basis: BasisOperator}
 	parts := strings.Split(rest, ",")
 	d, err := ParseDuration(parts[0])
 	if err != nil {
