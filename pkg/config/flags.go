@@ -63,12 +63,15 @@ func (fl Flags) Validate() error {
 }
 
 // value is a pflag.Value over a field of a configuration: parse reads a
-// flag's text, format prints the field (help defaults, errors).
+// flag's text, format prints the field (help defaults, errors), and
+// after, when set, runs once the field holds the new value: its error
+// restores the old one and refuses the flag.
 type value[T any] struct {
 	p      *T
 	parse  func(string) (T, error)
 	format func(T) string
 	typ    string
+	after  func() error
 }
 
 func (v value[T]) String() string {
@@ -83,18 +86,31 @@ func (v value[T]) Set(s string) error {
 	if err != nil {
 		return err
 	}
+	old := *v.p
 	*v.p = x
+	if v.after != nil {
+		if err := v.after(); err != nil {
+			*v.p = old
+			return err
+		}
+	}
 	return nil
+}
+
+// then returns v running after once it is set.
+func (v value[T]) then(after func() error) value[T] {
+	v.after = after
+	return v
 }
 
 func (v value[T]) Type() string { return v.typ }
 
 func stringValue(p *string) value[string] {
-	return value[string]{p, func(s string) (string, error) { return s, nil }, func(s string) string { return s }, "string"}
+	return value[string]{p, func(s string) (string, error) { return s, nil }, func(s string) string { return s }, "string", nil}
 }
 
 func boolValue(p *bool) value[bool] {
-	return value[bool]{p, strconv.ParseBool, strconv.FormatBool, "bool"}
+	return value[bool]{p, strconv.ParseBool, strconv.FormatBool, "bool", nil}
 }
 
 func intValue[T int | int64](p *T) value[T] {
@@ -104,13 +120,13 @@ func intValue[T int | int64](p *T) value[T] {
 			return 0, fmt.Errorf("%q is not a whole number", s)
 		}
 		return T(n), nil
-	}, func(n T) string { return strconv.FormatInt(int64(n), 10) }, "int"}
+	}, func(n T) string { return strconv.FormatInt(int64(n), 10) }, "int", nil}
 }
 
 // durationValue accepts what annotations accept (budget.ParseDuration):
 // Go durations or bare whole seconds, within 0..1h.
 func durationValue(p *time.Duration) value[time.Duration] {
-	return value[time.Duration]{p, budget.ParseDuration, budget.Format, "duration"}
+	return value[time.Duration]{p, budget.ParseDuration, budget.Format, "duration", nil}
 }
 
 // goDurationValue accepts a Go duration only, as time.ParseDuration does.
@@ -121,7 +137,7 @@ func goDurationValue(p *time.Duration) value[time.Duration] {
 			return 0, fmt.Errorf("%q is not a duration: want a Go duration (10s, 1m)", s)
 		}
 		return d, nil
-	}, time.Duration.String, "duration"}
+	}, time.Duration.String, "duration", nil}
 }
 
 // bytesValue is a byte count in Kubernetes quantity notation: 16Mi, 16777216.
@@ -136,7 +152,7 @@ func bytesValue(p *int64) value[int64] {
 			return 0, fmt.Errorf("%q is not a whole number of bytes: want a quantity like 16Mi", s)
 		}
 		return n, nil
-	}, func(n int64) string { return resource.NewQuantity(n, resource.BinarySI).String() }, "bytes"}
+	}, func(n int64) string { return resource.NewQuantity(n, resource.BinarySI).String() }, "bytes", nil}
 }
 
 // ChoiceValue is a flag limited to a fixed set of words; the kubectl
@@ -155,7 +171,7 @@ func choiceValue[T ~string](p *T, choices []T) value[T] {
 			return "", fmt.Errorf("%q is not one of %s", s, strings.Join(names, ", "))
 		}
 		return T(s), nil
-	}, func(t T) string { return string(t) }, strings.Join(names, "|")}
+	}, func(t T) string { return string(t) }, strings.Join(names, "|"), nil}
 }
 
 // listValue is a comma-separated list, like pflag's StringSlice: the

@@ -171,11 +171,9 @@ const MaxCeiling = 30 * 24 * time.Hour
 // ceilings holds the platform-ceiling flags and keeps the options'
 // Ceilings in step with them.
 type ceilings struct {
-	o                          *mutate.Options
-	karpenter                  time.Duration
-	karpenterDeny              bool
-	shutdown, shutdownCritical time.Duration
-	shutdownDeny               bool
+	o                               *mutate.Options
+	karpenter, shutdown, critical   time.Duration
+	karpenterAction, shutdownAction string
 }
 
 const (
@@ -185,13 +183,19 @@ const (
 )
 
 func ceilingFlags(o *mutate.Options) Flags {
-	c := &ceilings{o: o}
+	c := &ceilings{o: o, karpenterAction: ActionWarn, shutdownAction: ActionWarn}
+	action := func(deny bool) string {
+		if deny {
+			return ActionDeny
+		}
+		return ActionWarn
+	}
 	for _, ce := range o.Ceilings {
 		switch ce.Name {
 		case mutate.CeilingKarpenter:
-			c.karpenter, c.karpenterDeny = ce.Limit, ce.Deny
+			c.karpenter, c.karpenterAction = ce.Limit, action(ce.Deny)
 		case mutate.CeilingNodeShutdown:
-			c.shutdown, c.shutdownDeny = ce.Limit, ce.Deny
+			c.shutdown, c.shutdownAction = ce.Limit, action(ce.Deny)
 		}
 	}
 	// A ceiling set in code rather than by these flags is still checked.
@@ -205,99 +209,54 @@ func ceilingFlags(o *mutate.Options) Flags {
 			return nil
 		}
 	}
+	actions := []string{ActionWarn, ActionDeny}
 	return Flags{
-		{name: flagKarpenter, value: &limitValue{&c.karpenter, c.sync, nil},
+		{name: flagKarpenter, value: limitValue(&c.karpenter).then(c.sync),
 			usage: "ceiling: the Karpenter NodePools' terminationGracePeriod (the shortest); Karpenter deletes Pods so they end by then. 0 disables",
 			check: notNegative(mutate.CeilingKarpenter)},
-		{name: "karpenter-ceiling-action", value: &actionValue{&c.karpenterDeny, c.sync},
+		{name: "karpenter-ceiling-action", value: choiceValue(&c.karpenterAction, actions).then(c.sync),
 			usage: "warn or deny Pods whose budget needs more than --" + flagKarpenter},
-		{name: flagShutdown, value: &limitValue{&c.shutdown, c.sync, c.checkShutdown},
+		{name: flagShutdown, value: limitValue(&c.shutdown).then(c.sync),
 			usage: "ceiling: the kubelets' shutdownGracePeriod (graceful node shutdown); regular Pods get it minus --" + flagShutdownCritical + ". 0 disables",
 			check: notNegative(mutate.CeilingNodeShutdown)},
-		{name: flagShutdownCritical, value: &limitValue{&c.shutdownCritical, c.sync, c.checkShutdown},
+		{name: flagShutdownCritical, value: limitValue(&c.critical).then(c.sync),
 			usage: "the kubelets' shutdownGracePeriodCriticalPods, kept from regular Pods during a graceful node shutdown"},
-		{name: "node-shutdown-ceiling-action", value: &actionValue{&c.shutdownDeny, c.sync},
+		{name: "node-shutdown-ceiling-action", value: choiceValue(&c.shutdownAction, actions).then(c.sync),
 			usage: "warn or deny Pods whose budget needs more than regular Pods get in a graceful node shutdown"},
 	}
 }
 
-func (c *ceilings) checkShutdown() error {
-	if c.shutdown > 0 && c.shutdownCritical >= c.shutdown {
+// sync sets the options' Ceilings from the flags, refusing a graceful
+// node shutdown that leaves regular Pods nothing.
+func (c *ceilings) sync() error {
+	if c.shutdown > 0 && c.critical >= c.shutdown {
 		return fmt.Errorf("--%s=%s must be shorter than --%s=%s: regular Pods get the difference",
-			flagShutdownCritical, budget.Format(c.shutdownCritical), flagShutdown, budget.Format(c.shutdown))
+			flagShutdownCritical, budget.Format(c.critical), flagShutdown, budget.Format(c.shutdown))
 	}
-	return nil
-}
-
-func (c *ceilings) sync() {
 	var out []budget.Ceiling
 	if c.karpenter > 0 {
 		out = append(out, budget.Ceiling{Name: mutate.CeilingKarpenter, Event: "a Karpenter disruption", Limit: c.karpenter,
-			Deny: c.karpenterDeny, Flag: "--" + flagKarpenter})
+			Deny: c.karpenterAction == ActionDeny, Flag: "--" + flagKarpenter})
 	}
 	if c.shutdown > 0 {
-		out = append(out, budget.Ceiling{Name: mutate.CeilingNodeShutdown, Event: "a graceful node shutdown", Limit: c.shutdown - c.shutdownCritical,
-			Deny: c.shutdownDeny, Flag: "--" + flagShutdown + "(-critical-pods)"})
+		out = append(out, budget.Ceiling{Name: mutate.CeilingNodeShutdown, Event: "a graceful node shutdown", Limit: c.shutdown - c.critical,
+			Deny: c.shutdownAction == ActionDeny, Flag: "--" + flagShutdown + "(-critical-pods)"})
 	}
 	c.o.Ceilings = out
-}
-
-// limitValue is a ceiling duration: a Go duration or whole seconds, 0 to 720h.
-type limitValue struct {
-	d     *time.Duration
-	sync  func()
-	check func() error
-}
-
-func (v *limitValue) String() string {
-	if v.d == nil {
-		return ""
-	}
-	return budget.Format(*v.d)
-}
-
-func (v *limitValue) Set(s string) error {
-	var d time.Duration
-	if n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64); err == nil && n >= 0 && n <= int64(MaxCeiling/time.Second) {
-		d = time.Duration(n) * time.Second
-	} else if d, err = time.ParseDuration(strings.TrimSpace(s)); err != nil || d < 0 || d > MaxCeiling {
-		return fmt.Errorf("%q is not a duration from 0 to 720h; want a Go duration (30s, 10m, 48h) or whole seconds (30)", s)
-	}
-	old := *v.d
-	*v.d = d
-	if v.check != nil {
-		if err := v.check(); err != nil {
-			*v.d = old
-			return err
-		}
-	}
-	v.sync()
 	return nil
 }
 
-func (v *limitValue) Type() string { return "duration" }
-
-// actionValue is warn or deny.
-type actionValue struct {
-	deny *bool
-	sync func()
+// limitValue is a ceiling duration: a Go duration or whole seconds, 0 to
+// 720h.
+func limitValue(p *time.Duration) value[time.Duration] {
+	return value[time.Duration]{p, func(s string) (time.Duration, error) {
+		s = strings.TrimSpace(s)
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil && n >= 0 && n <= int64(MaxCeiling/time.Second) {
+			return time.Duration(n) * time.Second, nil
+		}
+		if d, err := time.ParseDuration(s); err == nil && d >= 0 && d <= MaxCeiling {
+			return d, nil
+		}
+		return 0, fmt.Errorf("%q is not a duration from 0 to 720h; want a Go duration (30s, 10m, 48h) or whole seconds (30)", s)
+	}, budget.Format, "duration", nil}
 }
-
-func (v *actionValue) String() string {
-	if v.deny != nil && *v.deny {
-		return ActionDeny
-	}
-	return ActionWarn
-}
-
-func (v *actionValue) Set(s string) error {
-	switch s {
-	case ActionWarn, ActionDeny:
-		*v.deny = s == ActionDeny
-		v.sync()
-		return nil
-	}
-	return fmt.Errorf("%q is not one of %s, %s", s, ActionWarn, ActionDeny)
-}
-
-func (v *actionValue) Type() string { return "action" }
