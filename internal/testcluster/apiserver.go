@@ -56,6 +56,14 @@ type APIServerOptions struct {
 	Dir string
 	// Log receives the in-process server's logs (default: discarded).
 	Log logr.Logger
+	// Alone starts the API server without graceguard, its webhook
+	// configurations and its CRDs, for tests that install graceguard
+	// themselves (the chart, with Helm); the options above do not apply.
+	Alone bool
+	// CRDDirs hold more CustomResourceDefinitions to install, and
+	// APIServerFlags are more kube-apiserver flags.
+	CRDDirs        []string
+	APIServerFlags map[string]string
 }
 
 // APIServer is a running API server with graceguard admitting Pods.
@@ -76,24 +84,23 @@ type APIServer struct {
 	CA      []byte
 	CertDir string
 
-	o          APIServerOptions
-	kubeconfig string
-	tmpDir     string
-	cancel     context.CancelFunc
-	done       chan error
-	procs      []*Process
+	o      APIServerOptions
+	tmpDir string
+	cancel context.CancelFunc
+	done   chan error
+	procs  []*Process
 }
 
 // StartAPIServer starts etcd, kube-apiserver and graceguard, installs the
 // chart's webhook configurations and returns once a Pod in an opted-in
-// namespace is admitted and mutated.
+// namespace is admitted and mutated (Alone: once the API server serves).
 func StartAPIServer(ctx context.Context, o APIServerOptions) (_ *APIServer, err error) {
 	if o.AssetsDir == "" {
 		o.AssetsDir = os.Getenv("KUBEBUILDER_ASSETS")
 	}
 	for _, bin := range []string{"kube-apiserver", "etcd"} {
-		if _, err := os.Stat(o.AssetsDir + "/" + bin); err != nil {
-			return nil, fmt.Errorf("no %s in %q: run `make envtest-assets` (or `make test`, which does it) or set KUBEBUILDER_ASSETS", bin, o.AssetsDir)
+		if _, err := os.Stat(filepath.Join(o.AssetsDir, bin)); err != nil {
+			return nil, fmt.Errorf("no %s in KUBEBUILDER_ASSETS=%q: run `make envtest-assets` (or `make test`, which does it) or set KUBEBUILDER_ASSETS=$(hack/envtest-assets.sh)", bin, o.AssetsDir)
 		}
 	}
 	if o.ReleaseNamespace == "" {
@@ -123,17 +130,19 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (_ *APIServer, err 
 		}
 		a.o.Dir = a.tmpDir
 	}
-	a.Env = &envtest.Environment{
-		BinaryAssetsDirectory: o.AssetsDir,
+	a.Env = &envtest.Environment{BinaryAssetsDirectory: o.AssetsDir, CRDDirectoryPaths: o.CRDDirs, ErrorIfCRDPathMissing: true}
+	if !o.Alone {
 		// The CustomResourceDefinitions the chart ships (ShutdownReport).
-		CRDDirectoryPaths:     []string{filepath.Join(chart.ChartDir(), "crds")},
-		ErrorIfCRDPathMissing: true,
-		WebhookInstallOptions: envtest.WebhookInstallOptions{
+		a.Env.CRDDirectoryPaths = append(a.Env.CRDDirectoryPaths, filepath.Join(chart.ChartDir(), "crds"))
+		a.Env.WebhookInstallOptions = envtest.WebhookInstallOptions{
 			LocalServingHost:   "127.0.0.1",
 			LocalServingPort:   port,
 			MutatingWebhooks:   hooks.Mutating,
 			ValidatingWebhooks: hooks.Validating,
-		},
+		}
+	}
+	for k, v := range o.APIServerFlags {
+		a.Env.ControlPlane.GetAPIServer().Configure().Set(k, v)
 	}
 	defer func() {
 		if err != nil {
@@ -149,6 +158,9 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (_ *APIServer, err 
 	}
 	if v, err := a.Client.Discovery().ServerVersion(); err == nil {
 		a.Version = v.GitVersion
+	}
+	if o.Alone {
+		return a, nil
 	}
 	if o.WebhookBinary != "" {
 		if a.Webhook, err = a.StartWebhook("graceguard webhook", port, o.WebhookArgs...); err != nil {
@@ -195,20 +207,9 @@ func (a *APIServer) startInProcess(port int) error {
 // its own (in system:masters) from a kubeconfig, as `--kubeconfig` users
 // do; extra flags follow the ones that connect it. Stop stops it.
 func (a *APIServer) StartWebhook(name string, port int, extra ...string) (*Process, error) {
-	if a.kubeconfig == "" {
-		user, err := a.Env.AddUser(envtest.User{Name: "graceguard", Groups: []string{"system:masters"}}, nil)
-		if err != nil {
-			return nil, err
-		}
-		kc, err := user.KubeConfig()
-		if err != nil {
-			return nil, err
-		}
-		path := filepath.Join(a.o.Dir, "kubeconfig")
-		if err := os.WriteFile(path, kc, 0o600); err != nil {
-			return nil, err
-		}
-		a.kubeconfig = path
+	kubeconfig, err := a.Kubeconfig("graceguard")
+	if err != nil {
+		return nil, err
 	}
 	health, err := freeport.Get()
 	if err != nil {
@@ -219,7 +220,7 @@ func (a *APIServer) StartWebhook(name string, port int, extra ...string) (*Proce
 		return nil, err
 	}
 	return a.StartProcess(name, a.o.WebhookBinary, append([]string{
-		"--kubeconfig=" + a.kubeconfig,
+		"--kubeconfig=" + kubeconfig,
 		"--cert-dir=" + a.CertDir,
 		"--port=" + strconv.Itoa(port),
 		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metricsPort),
@@ -228,6 +229,21 @@ func (a *APIServer) StartWebhook(name string, port int, extra ...string) (*Proce
 		"--shutdown-delay=0s",
 		"--drain-timeout=5s",
 	}, extra...)...)
+}
+
+// Kubeconfig adds user to the API server, in system:masters, and returns
+// the path of its kubeconfig (in Dir).
+func (a *APIServer) Kubeconfig(user string) (string, error) {
+	u, err := a.Env.AddUser(envtest.User{Name: user, Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return "", err
+	}
+	kc, err := u.KubeConfig()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(a.o.Dir, user+".kubeconfig")
+	return path, os.WriteFile(path, kc, 0o600)
 }
 
 // StartProcess runs bin beside the API server, its log in Dir (named

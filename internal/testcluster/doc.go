@@ -6,8 +6,10 @@
 //     envtest) with the webhook configurations the Helm chart ships, pointed
 //     at a graceguard server in this process, or at the webhook binary run
 //     as a process of its own (WebhookBinary). It returns once graceguard
-//     mutates Pods. The envtest suite, `make demo` and `make bench` use it.
-//     Stop leaves no process, listener or temporary directory behind.
+//     mutates Pods. The envtest suite, `make demo` and `make bench` use it;
+//     the chart and cert-manager suites start it Alone and install the
+//     chart themselves. Stop leaves no process, listener or temporary
+//     directory behind.
 //   - Up: a real single-node cluster on this Linux machine: etcd,
 //     kube-apiserver, kube-controller-manager (and kube-scheduler when its
 //     binary is next to the others), containerd v2 with runc, and a kubelet,

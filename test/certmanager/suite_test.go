@@ -19,6 +19,7 @@ package certmanager_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -35,7 +36,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
 func TestCertManager(t *testing.T) {
@@ -44,7 +44,6 @@ func TestCertManager(t *testing.T) {
 }
 
 var (
-	env        *envtest.Environment
 	restConfig *rest.Config
 	kube       kubernetes.Interface
 	dyn        dynamic.Interface
@@ -77,13 +76,11 @@ egressSelections:
         udsName: %s
 `, network.addr())), 0o600)).To(Succeed())
 
-	env = &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join(assets, "crds")}, ErrorIfCRDPathMissing: true}
-	env.ControlPlane.GetAPIServer().Configure().Set("egress-selector-config-file", egress)
-	restConfig, err = env.Start()
-	Expect(err).NotTo(HaveOccurred(), "starting kube-apiserver and etcd (KUBEBUILDER_ASSETS=%q)", os.Getenv("KUBEBUILDER_ASSETS"))
-	DeferCleanup(func() { Expect(env.Stop()).To(Succeed()) })
-	kube, err = kubernetes.NewForConfig(restConfig)
+	api, err := testcluster.StartAPIServer(context.Background(), testcluster.APIServerOptions{Alone: true,
+		CRDDirs: []string{filepath.Join(assets, "crds")}, APIServerFlags: map[string]string{"egress-selector-config-file": egress}})
 	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { Expect(api.Stop()).To(Succeed()) })
+	restConfig, kube = api.Config, api.Client
 	dyn, err = dynamic.NewForConfig(restConfig)
 	Expect(err).NotTo(HaveOccurred())
 	kubeconfig = writeKubeconfig(restConfig, "")

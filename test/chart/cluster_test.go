@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/graceguard/graceguard/internal/testcluster"
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"helm.sh/helm/v4/pkg/kube"
@@ -31,7 +32,6 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 )
 
@@ -62,33 +62,24 @@ type cluster struct {
 }
 
 func TestAgainstAnAPIServer(t *testing.T) {
-	env := &envtest.Environment{BinaryAssetsDirectory: assetsDir(t)}
-	cfg, err := env.Start()
+	api, err := testcluster.StartAPIServer(context.Background(), testcluster.APIServerOptions{AssetsDir: assetsDir(t), Alone: true})
 	if err != nil {
-		t.Fatalf("starting kube-apiserver and etcd: %v", err)
+		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
+		if err := api.Stop(); err != nil {
 			t.Errorf("stopping the API server: %v", err)
 		}
 	})
-	c, err := client.New(cfg, client.Options{})
+	c, err := client.New(api.Config, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := env.AddUser(envtest.User{Name: "helm", Groups: []string{"system:masters"}}, nil)
+	path, err := api.Kubeconfig("helm")
 	if err != nil {
 		t.Fatal(err)
 	}
-	kc, err := admin.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(path, kc, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cl := &cluster{cfg: cfg, c: c, kubeconfig: path}
+	cl := &cluster{cfg: api.Config, c: c, kubeconfig: path}
 
 	t.Run("every certificate mode is accepted by the API server", cl.testServerSideValidation)
 	t.Run("webhooks are called only for opted-in Pods and template changes", cl.testWebhookScope)
