@@ -27,8 +27,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/graceguard/graceguard/internal/testcluster"
 	"github.com/graceguard/graceguard/internal/ocipack"
+	"github.com/graceguard/graceguard/internal/testcluster"
 )
 
 const usage = `usage: go run ./hack/cluster COMMAND [flags]
