@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,7 +35,8 @@ import (
 
 // APIServerOptions configure StartAPIServer.
 type APIServerOptions struct {
-	// AssetsDir holds kube-apiserver and etcd (KUBEBUILDER_ASSETS).
+	// AssetsDir holds kube-apiserver and etcd; default $KUBEBUILDER_ASSETS,
+	// else the newest built into bin/k8s/.
 	AssetsDir string
 	// ReleaseNamespace is graceguard's own namespace (never touched).
 	ReleaseNamespace string
@@ -96,11 +98,11 @@ type APIServer struct {
 // namespace is admitted and mutated (Alone: once the API server serves).
 func StartAPIServer(ctx context.Context, o APIServerOptions) (_ *APIServer, err error) {
 	if o.AssetsDir == "" {
-		o.AssetsDir = os.Getenv("KUBEBUILDER_ASSETS")
+		o.AssetsDir = assetsDir()
 	}
 	for _, bin := range []string{"kube-apiserver", "etcd"} {
 		if _, err := os.Stat(filepath.Join(o.AssetsDir, bin)); err != nil {
-			return nil, fmt.Errorf("no %s in KUBEBUILDER_ASSETS=%q: run `make envtest-assets` (or `make test`, which does it) or set KUBEBUILDER_ASSETS=$(hack/envtest-assets.sh)", bin, o.AssetsDir)
+			return nil, fmt.Errorf("no %s in %q: run `make envtest-assets` (or `make test`, which does it) or set KUBEBUILDER_ASSETS=$(hack/envtest-assets.sh)", bin, o.AssetsDir)
 		}
 	}
 	if o.ReleaseNamespace == "" {
@@ -170,6 +172,28 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (_ *APIServer, err 
 		return a, err
 	}
 	return a, a.waitAdmitting(ctx)
+}
+
+// assetsDir is $KUBEBUILDER_ASSETS, else the newest bin/k8s/<version>/ of
+// the repository holding both binaries (what hack/envtest-assets.sh built).
+func assetsDir() string {
+	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
+		return d
+	}
+	root, err := findRepoRoot()
+	if err != nil {
+		return ""
+	}
+	dirs, _ := filepath.Glob(filepath.Join(root, "bin", "k8s", "*"))
+	slices.Reverse(dirs) // newest version first (Glob sorts)
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "etcd")); err == nil {
+			if _, err := os.Stat(filepath.Join(d, "kube-apiserver")); err == nil {
+				return d
+			}
+		}
+	}
+	return ""
 }
 
 // startInProcess runs graceguard's server in this process on port, as

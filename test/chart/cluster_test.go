@@ -9,8 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -39,22 +37,6 @@ import (
 // `make envtest-assets` left in bin/k8s/<version>/. Without them they fail
 // (`make test` provides them): a skipped install test proves nothing.
 
-func assetsDir(t *testing.T) string {
-	t.Helper()
-	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
-		return d
-	}
-	if m, _ := filepath.Glob("../../bin/k8s/*/kube-apiserver"); len(m) > 0 {
-		slices.Sort(m)
-		if _, err := os.Stat(filepath.Join(filepath.Dir(m[len(m)-1]), "etcd")); err == nil {
-			d, _ := filepath.Abs(filepath.Dir(m[len(m)-1]))
-			return d
-		}
-	}
-	t.Fatal("no kube-apiserver and etcd: run `make test`, or set KUBEBUILDER_ASSETS=$(hack/envtest-assets.sh)")
-	return ""
-}
-
 type cluster struct {
 	cfg        *rest.Config
 	c          client.Client
@@ -62,7 +44,7 @@ type cluster struct {
 }
 
 func TestAgainstAnAPIServer(t *testing.T) {
-	api, err := testcluster.StartAPIServer(context.Background(), testcluster.APIServerOptions{AssetsDir: assetsDir(t), Alone: true})
+	api, err := testcluster.StartAPIServer(context.Background(), testcluster.APIServerOptions{Alone: true})
 	if err != nil {
 		t.Fatal(err)
 	}
