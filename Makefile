@@ -55,11 +55,12 @@ bench: ## Benchmark engine and handlers, the webhook under TLS load next to a no
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) run ./test/bench/cmd/bench $(BENCH_ARGS)
 
 .PHONY: fuzz
-fuzz: ## Fuzz the parsers, the mutation invariants, the webhook's Pod decode and the handlers' answer bounds (FUZZTIME each, default 30s).
+fuzz: ## Fuzz the parsers, the mutation invariants, the webhook's review and Pod decodes and the handlers' answer bounds (FUZZTIME each, default 30s).
 	$(GO) test ./pkg/budget -run '^$$' -fuzz FuzzParseDuration -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/budget -run '^$$' -fuzz FuzzBudgetGrace -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/mutate -run '^$$' -fuzz FuzzMutate -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/webhook -run '^$$' -fuzz FuzzLeanDecodeReadsLikeTheAPIMachinery -fuzztime $(FUZZTIME)
+	$(GO) test ./pkg/webhook -run '^$$' -fuzz FuzzReviewDecodeLikeControllerRuntime -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/webhook -run '^$$' -fuzz FuzzHandlers -fuzztime $(FUZZTIME)
 
 .PHONY: security-report

@@ -176,6 +176,17 @@ func corpus() []attack {
 			allowed: true, patchOps: 0,
 		},
 		{
+			name: "a Deployment UPDATE of 6.5 MB (object and oldObject of 3 MiB each, the template changed)",
+			path: PathValidateWorkloads, body: func(t testing.TB) []byte {
+				env := func(v string) string {
+					return template(nil, `"env":[`+strings.TrimSuffix(strings.Repeat(`{"name":"VAR","value":"`+strings.Repeat(v, 64)+`"},`, 3<<20/84), ",")+`]`)
+				}
+				return review{op: admissionv1.Update, kind: "Deployment", group: "apps", namespace: nsEnforce,
+					object: workload("Deployment", 3, env("v")), oldObject: workload("Deployment", 3, env("w"))}.body(t)
+			},
+			allowed: true, patchOps: 0,
+		},
+		{
 			name: "nesting 9,000 deep in a field graceguard does not read",
 			path: PathMutatePod, body: create(PathMutatePod, "Pod", deep(9000)),
 			allowed: true, patchOps: 2,
