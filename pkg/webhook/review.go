@@ -156,6 +156,10 @@ func decodeReview(body []byte, req *admissionv1.AdmissionRequest) (*schema.Group
 		return nil
 	}))
 	if err := jsonv2.Unmarshal(body, &env, reviewOptions, inBody); err != nil {
+		if se := (*jsonv1.SyntaxError)(nil); errors.As(err, &se) {
+			// Worded as the API machinery words it, which finds it first.
+			return nil, fmt.Errorf("couldn't get version/kind; json parse error: %w", err)
+		}
 		return nil, err
 	}
 	if env.odd {

@@ -300,6 +300,9 @@ type WebhookMetrics struct {
 	Requests  float64 `json:"requests"`
 	FailOpen  float64 `json:"failOpen"`
 	Rejection float64 `json:"rejections"`
+	// Skipped counts the requests a matchCondition kept from the webhook
+	// (apiserver_admission_match_condition_exclusions_total).
+	Skipped float64 `json:"skipped"`
 }
 
 // Read loads a Run.
