@@ -16,6 +16,7 @@ const (
 	docMarkdown = "benchmarks.md"
 	docJSON     = "benchmarks.json"
 	docSVG      = "benchmarks-latency.svg"
+	docArmsSVG  = "benchmarks-arms.svg"
 )
 
 func (r *Results) write(dir string) error {
@@ -27,6 +28,7 @@ func (r *Results) write(dir string) error {
 		docJSON:     append(j, '\n'),
 		docMarkdown: []byte(r.Markdown()),
 		docSVG:      []byte(r.LatencySVG()),
+		docArmsSVG:  []byte(r.ArmsSVG()),
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), content, 0o644); err != nil {
 			return err
@@ -217,8 +219,8 @@ func (r *Results) Markdown() string {
 	p("for a quiet machine. Settings of this run: Go benchmarks `-benchtime %s -count %d` (the median repetition is shown);",
 		r.Settings.BenchTime, r.Settings.BenchCount)
 	p("load runs %s s each after %s s of warm-up, each rate on freshly started servers;", num(r.Settings.LoadSeconds), num(r.Settings.WarmupSeconds))
-	p("%d Pods by %d clients; namespace levels %v at %d req/s for %s s.", r.Settings.Pods, r.Settings.Clients,
-		r.Settings.NamespaceLevels, r.Settings.NamespaceRate, num(r.Settings.NamespaceSeconds))
+	p("Pod creation in %d rounds of %d Pods per arm by %d clients; namespace levels %v at %d req/s for %s s.", r.Settings.Rounds,
+		r.Settings.PodsPerRound, r.Settings.Clients, r.Settings.NamespaceLevels, r.Settings.NamespaceRate, num(r.Settings.NamespaceSeconds))
 	return b.String()
 }
 
@@ -362,80 +364,169 @@ func (r *Results) mdGoBench(p func(string, ...any)) {
 	p("")
 }
 
+// arm returns the run of the named arm.
+func (c *Creation) arm(name string) (ArmRun, bool) {
+	if c == nil {
+		return ArmRun{}, false
+	}
+	for _, a := range c.Arms {
+		if a.Arm == name {
+			return a, true
+		}
+	}
+	return ArmRun{}, false
+}
+
+// roundRatios are a's round rates over base's, round by round.
+func roundRatios(a, base ArmRun) []float64 {
+	var out []float64
+	for i := range min(len(a.RoundPodsPerSec), len(base.RoundPodsPerSec)) {
+		if base.RoundPodsPerSec[i] > 0 {
+			out = append(out, a.RoundPodsPerSec[i]/base.RoundPodsPerSec[i])
+		}
+	}
+	return out
+}
+
+// spread is (max - min) / median of vs, and its min and max.
+func spread(vs []float64) (rel, lo, hi float64) {
+	if len(vs) == 0 {
+		return 0, 0, 0
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	med := s[len(s)/2]
+	if len(s)%2 == 0 {
+		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	if med == 0 {
+		return 0, s[0], s[len(s)-1]
+	}
+	return (s[len(s)-1] - s[0]) / med, s[0], s[len(s)-1]
+}
+
+func rangeOf(vs []float64, f func(float64) string) string {
+	_, lo, hi := spread(vs)
+	if len(vs) == 0 {
+		return "–"
+	}
+	return f(lo) + "–" + f(hi)
+}
+
+func (a ArmRun) cpuTotal() float64 {
+	t := 0.0
+	for _, v := range a.CPUMsPerPod {
+		t += v
+	}
+	return t
+}
+
 func (r *Results) mdCreation(p func(string, ...any)) {
 	p("## 3. Pod creation through the API server")
 	p("")
 	c := r.Creation
-	if c == nil {
+	if c == nil || len(c.Arms) == 0 {
 		p("Not measured in this run.")
 		p("")
 		return
 	}
-	p("%d typical Pods created by %d concurrent clients (client-go) through kube-apiserver with the chart's webhook", c.Pods, c.Clients)
-	p("configurations, pointed at the graceguard binary: **with** webhooks in an opted-in namespace (mutate-pods and")
-	p("validate-pods are called for each Pod), **without** in a namespace their `namespaceSelector` does not match (no")
-	p("webhook is called). The two alternate in halves (with, without, without, with) so that drift in the machine's load")
-	p("hits both alike; a warm-up round of each is not counted.")
+	p("The typical Pod (%s), created through one kube-apiserver %s by %d concurrent clients (client-go) in one",
+		r.podDesc("typical"), r.Machine.KubeAPIServer, c.Clients)
+	p("namespace per **arm**; every admission configuration of the run selects exactly one arm's namespace:")
 	p("")
-	ct := table{head: []string{"", "Pods/s", "p50 (ms)", "p99 (ms)", "max (ms)", "Errors", "Mutated"}, right: seq(1, 6)}
-	for _, row := range []struct {
-		name string
-		run  CreateRun
-	}{{"with graceguard's webhooks", c.With}, {"without", c.Without}} {
-		ct.add(row.name, num(row.run.PodsPerSec), num(row.run.Latency.P50), num(row.run.Latency.P99), num(row.run.Latency.Max),
-			fmt.Sprint(row.run.Errors), fmt.Sprint(row.run.Mutated))
+	for _, a := range c.Arms {
+		p("- **%s**: %s.", a.Arm, a.Desc)
+	}
+	p("")
+	p("%d rounds of %d Pods per arm: each round runs every arm once, in an order rotated (and reversed every other round)", c.Rounds, c.PodsPerRound)
+	p("so that drift in the machine's load hits every arm alike; the Pods are deleted between rounds, unmeasured; a")
+	p("warm-up round of every arm is not counted. Pods/s is the arm's Pods over the wall time of its rounds; latency is")
+	p("each `Create` call's, as the client sees it. *With the record* counts stored Pods carrying `graceguard.io/budget`;")
+	p("*calls / Pod* is the API server's own count of calls to the arm's webhooks (`apiserver_admission_webhook_admission_duration_seconds`).")
+	p("")
+	ct := table{head: []string{"Arm", "Pods/s", "rounds (Pods/s)", "p50 (ms)", "p99 (ms)", "Errors", "With the record", "Webhook calls / Pod"}, right: seq(1, 7)}
+	for _, a := range c.Arms {
+		ct.add(a.Arm, num(a.PodsPerSec), rangeOf(a.RoundPodsPerSec, num), num(a.Latency.P50), num(a.Latency.P99),
+			fmt.Sprint(a.Errors), fmt.Sprintf("%d of %d", a.Mutated, a.Pods), num(a.CallsPerPod))
 	}
 	p("%s", ct.String())
-	if c.SerialWith != nil && c.SerialWithout != nil {
-		p("The same, %d Pods each way by **one client** (the machine not saturated: the latency the webhooks add to a Pod's", c.SerialPods)
-		p("creation):")
+	none, okNone := c.arm(ArmNone)
+	noop, okNoop := c.arm(ArmNoopOneCall)
+	if okNone && okNoop {
+		p("**Ratios**, in this run (Pods/s higher is better, latency lower); the last column is the same ratio taken round by")
+		p("round, its range showing how far one round can stray:")
 		p("")
-		st := table{head: []string{"one client", "Pods/s", "p50 (ms)", "p99 (ms)", "max (ms)", "Errors", "Mutated"}, right: seq(1, 6)}
-		for _, row := range []struct {
-			name string
-			run  *CreateRun
-		}{{"with graceguard's webhooks", c.SerialWith}, {"without", c.SerialWithout}} {
-			st.add(row.name, num(row.run.PodsPerSec), num(row.run.Latency.P50), num(row.run.Latency.P99), num(row.run.Latency.Max),
-				fmt.Sprint(row.run.Errors), fmt.Sprint(row.run.Mutated))
+		rt := table{head: []string{"Arm", "Pods/s ÷ none", "p50 ÷ none", "p99 ÷ none", "Pods/s ÷ no-op one call", "p50 ÷ no-op one call", "rounds: Pods/s ÷ none"}, right: seq(1, 6)}
+		for _, a := range c.Arms {
+			rt.add(a.Arm, ratio(a.PodsPerSec, none.PodsPerSec), ratio(a.Latency.P50, none.Latency.P50), ratio(a.Latency.P99, none.Latency.P99),
+				ratio(a.PodsPerSec, noop.PodsPerSec), ratio(a.Latency.P50, noop.Latency.P50), rangeOf(roundRatios(a, none), func(v float64) string { return num(v) + "×" }))
 		}
-		p("%s", st.String())
-		p("With one client a Pod's creation takes %s ms longer at the median (p50 %s).",
-			num(c.SerialWith.Latency.P50-c.SerialWithout.Latency.P50), ratio(c.SerialWith.Latency.P50, c.SerialWithout.Latency.P50))
-		p("")
+		p("%s", rt.String())
+		var worst ArmRun
+		worstRel := -1.0
+		for _, a := range c.Arms {
+			if rel, _, _ := spread(a.RoundPodsPerSec); rel > worstRel {
+				worst, worstRel = a, rel
+			}
+		}
+		g, okG := c.arm(ArmGraceguard)
+		if okG {
+			gr, _, _ := spread(roundRatios(g, noop))
+			p("**Spread.** Within an arm, the rounds' rates spread over at most %.0f%% of the arm's median (%s); graceguard's", 100*worstRel, worst.Arm)
+			p("ratio to the one-call no-op, round by round, spread over %.0f%% (%s). Ratios taken within a run are what compare;", 100*gr,
+				rangeOf(roundRatios(g, noop), func(v float64) string { return num(v) + "×" }))
+			p("absolute rates move with what else the machine runs.")
+			p("")
+		}
 	}
-	p("CPU time per created Pod (%d clients), by process (utime+stime from `/proc`; the bench process runs the clients):", c.Clients)
+	p("![Pods/s of each arm, with the range of its rounds, and p50/p99 latency](%s)", docArmsSVG)
 	p("")
-	procs := []string{"kube-apiserver", "etcd", "graceguard", "bench client"}
-	cpt := table{head: append([]string{""}, append(procs, "total")...), right: seq(1, len(procs)+1)}
-	for _, row := range []struct {
-		name string
-		run  CreateRun
-	}{{"with graceguard's webhooks (ms)", c.With}, {"without (ms)", c.Without}} {
-		cells := []string{row.name}
-		total := 0.0
-		for _, pr := range procs {
-			v, ok := row.run.CPUMsPerPod[pr]
+	p("CPU time per created Pod, by process (utime+stime from `/proc`; the bench process runs the clients), in ms:")
+	p("")
+	cpt := table{head: append(append([]string{"Arm"}, procOrder...), "total"), right: seq(1, len(procOrder)+1)}
+	for _, a := range c.Arms {
+		cells := []string{a.Arm}
+		for _, pr := range procOrder {
+			v, ok := a.CPUMsPerPod[pr]
 			if !ok {
 				cells = append(cells, "–")
 				continue
 			}
-			total += v
 			cells = append(cells, num(v))
 		}
-		cpt.add(append(cells, num(total))...)
+		cpt.add(append(cells, num(a.cpuTotal()))...)
 	}
 	p("%s", cpt.String())
-	p("Pod creation is **%.1f%% slower** with the webhooks (p50 latency %s).", c.SlowdownPercent, ratio(c.With.Latency.P50, c.Without.Latency.P50))
-	p("")
-	if len(c.Webhooks) > 0 {
-		p("The API server's own `apiserver_admission_webhook_admission_duration_seconds` for graceguard over the measured")
-		p("rounds (the histogram's buckets bound the percentiles):")
+	if c.NativePolicy != "" {
+		p("The native policy's Pods and graceguard's, compared on a dry run of the typical Pod: %s.", c.NativePolicy)
 		p("")
-		wt := table{head: []string{"Webhook", "Type", "Calls", "Mean (ms)", "p50 ≤ (s)", "p99 ≤ (s)"}, right: seq(2, 5)}
+	}
+	if len(c.Webhooks) > 0 {
+		p("The API server's own counts over the measured rounds: calls and latency")
+		p("(`apiserver_admission_webhook_admission_duration_seconds`, whose buckets bound the percentiles) and requests a")
+		p("matchCondition kept from the webhook (`apiserver_admission_match_condition_exclusions_total`):")
+		p("")
+		wt := table{head: []string{"Webhook", "Calls", "Skipped by a matchCondition", "Mean (ms)", "p50 ≤ (s)", "p99 ≤ (s)"}, right: seq(1, 5)}
 		for _, w := range c.Webhooks {
-			wt.add(w.Name, w.Type, fmt.Sprint(w.Count), num(w.MeanMs), num(w.P50Le), num(w.P99Le))
+			if w.Count == 0 && w.Skipped == 0 {
+				continue
+			}
+			mean, p50, p99 := "–", "–", "–"
+			if w.Count > 0 {
+				mean, p50, p99 = num(w.MeanMs), num(w.P50Le), num(w.P99Le)
+			}
+			wt.add(w.Name, fmt.Sprint(w.Count), fmt.Sprint(w.Skipped), mean, p50, p99)
 		}
 		p("%s", wt.String())
+	}
+	if len(c.Serial) > 0 {
+		p("The same with **one client**, %d Pods per arm (the machine not saturated: the latency a Pod's creation gains):", c.SerialPods)
+		p("")
+		st := table{head: []string{"one client", "Pods/s", "p50 (ms)", "p99 (ms)", "Errors", "With the record"}, right: seq(1, 5)}
+		for _, a := range c.Serial {
+			st.add(a.Arm, num(a.PodsPerSec), num(a.Latency.P50), num(a.Latency.P99), fmt.Sprint(a.Errors), fmt.Sprintf("%d of %d", a.Mutated, a.Pods))
+		}
+		p("%s", st.String())
 	}
 }
 
@@ -517,7 +608,7 @@ func (r *Results) Summary() string {
 		if strings.HasPrefix(line, "## ") {
 			on = strings.HasPrefix(line, "## Targets") || strings.HasPrefix(line, "## 1.") || strings.HasPrefix(line, "## 3.") || strings.HasPrefix(line, "## 4.")
 		}
-		if on && (line == "" || strings.HasPrefix(line, "|") || strings.HasPrefix(line, "#") || strings.HasPrefix(line, "Pod creation is")) {
+		if on && (line == "" || strings.HasPrefix(line, "|") || strings.HasPrefix(line, "#") || strings.HasPrefix(line, "**Spread.**")) {
 			keep = append(keep, line)
 		}
 	}

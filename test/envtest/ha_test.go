@@ -284,9 +284,12 @@ var _ = Describe("graceguard's own rollout", Ordered, func() {
 		// Without the delay a loss is likely but not certain at each
 		// restart (a request racing the closing keep-alive connection, or a
 		// new connection routed to the gone replica): restart until one.
-		res := rollout(ctx, "abrupt", 12, true, "--shutdown-delay=0s", "--drain-timeout=10s")
+		// A Pod costs one webhook call (validate-pods is skipped for the
+		// Pods graceguard mutated), so a restart meets fewer calls in
+		// flight than it did with two: allow more restarts.
+		res := rollout(ctx, "abrupt", 30, true, "--shutdown-delay=0s", "--drain-timeout=10s")
 		Expect(res.created).To(BeNumerically(">", 50))
 		Expect(res.failed+res.unmutated).To(BeNumerically(">", 0),
-			"12 restarts without a shutdown delay lost nothing; this suite no longer shows what the delay prevents")
+			"30 restarts without a shutdown delay lost nothing; this suite no longer shows what the delay prevents")
 	})
 })
