@@ -31,6 +31,7 @@ const (
 	ArmNativePolicy = "native-policy"
 	ArmNoopOneCall  = "noop-one-call"
 	ArmNoopChart    = "noop-chart"
+	ArmNoopPatch    = "noop-chart-patch"
 	ArmGraceguard   = "graceguard"
 	ArmTwoCalls     = "graceguard-two-calls"
 	ArmHTTP2        = "graceguard-http2"
@@ -83,6 +84,9 @@ func arms() []arm {
 			webhook: procNoop, hooks: []string{"noop-one-call.bench.graceguard.io"}},
 		{name: ArmNoopChart, desc: "the no-op webhook behind graceguard's chart registrations: it writes no record, so validate-pods is called too",
 			optedIn: true, webhook: procNoop, hooks: chartHooks("noop-chart-")},
+		{name: ArmNoopPatch, desc: "the no-op webhook behind graceguard's chart registrations answering every Pod with the patch graceguard makes of the " +
+			"typical Pod (computed once): graceguard's admission path through the API server (the patch applied, the record read by CEL, validate-pods skipped), without graceguard's own work",
+			optedIn: true, mutates: true, webhook: procNoop, hooks: chartHooks("noop-patch-")},
 		{name: ArmGraceguard, desc: "graceguard as its chart registers it", optedIn: true, mutates: true, webhook: procGraceguard,
 			hooks: chartHooks("")},
 		{name: ArmTwoCalls, desc: "graceguard with `webhooks.validatePods.skipProven=false`: validate-pods called for every Pod, as before",
@@ -166,6 +170,7 @@ func (c *cluster) installArms(ctx context.Context) error {
 		values           map[string]any
 	}{
 		{"noop-chart-", c.noopURL, ArmNoopChart, nil},
+		{"noop-patch-", c.noopURL, ArmNoopPatch, nil},
 		{"two-calls-", c.webhookURL, ArmTwoCalls, map[string]any{"webhooks": map[string]any{"validatePods": map[string]any{"skipProven": false}}}},
 		{"http2-", c.http2URL, ArmHTTP2, nil},
 	} {
@@ -174,6 +179,14 @@ func (c *cluster) installArms(ctx context.Context) error {
 			return err
 		}
 		onlyArm(w, v.prefix, v.url, c.ca, v.arm)
+		if v.arm == ArmNoopPatch {
+			for _, m := range w.Mutating {
+				for i := range m.Webhooks {
+					u := c.noopURL + fixture.PathPatchTypical
+					m.Webhooks[i].ClientConfig.URL = &u
+				}
+			}
+		}
 		if err := create(w); err != nil {
 			return err
 		}

@@ -162,7 +162,7 @@ func startCluster(ctx context.Context, assets, dir, webhookBin, noopBin string) 
 	}
 	c := &cluster{webhookURL: "https://127.0.0.1:" + strconv.Itoa(port)}
 	hooks.PointAt(c.webhookURL)
-	excludeArms(hooks, ArmNoopChart, ArmTwoCalls, ArmHTTP2)
+	excludeArms(hooks, ArmNoopChart, ArmNoopPatch, ArmTwoCalls, ArmHTTP2)
 	c.env = &envtest.Environment{
 		BinaryAssetsDirectory: assets,
 		WebhookInstallOptions: envtest.WebhookInstallOptions{

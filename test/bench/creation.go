@@ -286,9 +286,10 @@ func (h hist) minus(o hist) hist {
 }
 
 func (h hist) latency(name string) WebhookLatency {
-	w := WebhookLatency{Name: name, Count: h.count, P50Le: h.quantileLe(0.5), P99Le: h.quantileLe(0.99)}
+	w := WebhookLatency{Name: name, Count: h.count}
 	if h.count > 0 {
 		w.MeanMs = 1000 * h.sum / float64(h.count)
+		w.P50Le, w.P99Le = h.quantileLe(0.5), h.quantileLe(0.99)
 	}
 	return w
 }

@@ -43,6 +43,9 @@ type Options struct {
 	// Rounds rounds of PodsPerRound Pods per arm by Clients concurrent
 	// clients; then SerialPods per arm of a few arms by one client.
 	Rounds, PodsPerRound, Clients, SerialPods int
+	// Arms limits the creation phase to these arms (development); empty:
+	// every arm.
+	Arms []string
 	// NamespaceLevels are the numbers of namespaces in the cluster at which
 	// the lookup and the webhook are measured, at NamespaceRate for
 	// NamespaceLoad.
@@ -226,7 +229,12 @@ func (r *Results) cluster(ctx context.Context, o Options, logf func(string, ...a
 		if err := c.installArms(ctx); err != nil {
 			r.problem("Pod creation: setting up the arms: %v", err)
 		} else {
-			all := arms()
+			var all []arm
+			for _, a := range arms() {
+				if len(o.Arms) == 0 || slices.Contains(o.Arms, a.name) {
+					all = append(all, a)
+				}
+			}
 			logf("creating Pods through the API server in %d arms: %d rounds of %d Pods per arm, %d clients", len(all), o.Rounds, o.PodsPerRound, o.Clients)
 			cr, err := c.measureCreation(ctx, all, o, logf)
 			if err != nil {

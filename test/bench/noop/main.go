@@ -50,10 +50,15 @@ func run(ctx context.Context, log logr.Logger, host string, port int, certDir st
 		TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}})
 	// As server.Run names the logger it gives the endpoints.
 	log = log.WithName("graceguard").WithName("admission")
-	for _, path := range []string{webhook.PathMutatePod, webhook.PathValidatePod, webhook.PathValidateWorkloads} {
-		srv.Register(path, &admission.Webhook{Handler: fixture.Allow(), LogConstructor: func(_ logr.Logger, req *admission.Request) logr.Logger {
+	serve := func(h admission.Handler) *admission.Webhook {
+		return &admission.Webhook{Handler: h, LogConstructor: func(_ logr.Logger, req *admission.Request) logr.Logger {
 			return admission.DefaultLogConstructor(log, req)
-		}})
+		}}
 	}
+	for _, path := range []string{webhook.PathMutatePod, webhook.PathValidatePod, webhook.PathValidateWorkloads} {
+		srv.Register(path, serve(fixture.Allow()))
+	}
+	// graceguard's patch of the typical Pod, for every review.
+	srv.Register(fixture.PathPatchTypical, serve(fixture.PatchTypical()))
 	return srv.Start(ctx)
 }

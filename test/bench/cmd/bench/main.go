@@ -48,6 +48,7 @@ func run() int {
 	flag.Float64Var(&o.WaitLoad, "wait-load", 0, "if > 0, first wait until the 1-minute load average is below this")
 	flag.DurationVar(&o.WaitTimeout, "wait-timeout", 10*time.Minute, "longest wait for -wait-load; then measure anyway (and say so)")
 	render := flag.String("render", "", "only rewrite the documents in -out from this benchmarks.json (measures nothing)")
+	armList := flag.String("arms", "", "comma-separated arms of the Pod creation phase to run (development; default all)")
 	skip := flag.String("skip", "", "comma-separated phases to leave out while developing: go, load, create, namespaces")
 	flag.Parse()
 
@@ -62,6 +63,9 @@ func run() int {
 	}
 	if *skip != "" {
 		o.Skip = strings.Split(*skip, ",")
+	}
+	if *armList != "" {
+		o.Arms = strings.Split(*armList, ",")
 	}
 	if o.Root, err = moduleRoot(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
