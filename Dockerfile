@@ -6,10 +6,11 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY cmd/ cmd/
+COPY internal/ internal/
 COPY pkg/ pkg/
-ARG VERSION=dev
+ARG VERSION=v0.0.0-dev
 RUN CGO_ENABLED=0 go build -trimpath \
-    -ldflags "-s -w -X github.com/graceguard/graceguard/pkg/cli.Version=${VERSION}" \
+    -ldflags "-s -w -X github.com/graceguard/graceguard/internal/version.Version=${VERSION}" \
     -o /out/webhook ./cmd/webhook
 
 FROM gcr.io/distroless/static-debian12:nonroot

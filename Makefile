@@ -5,9 +5,11 @@ SHELL := /usr/bin/env bash -o pipefail
 
 GO ?= go
 BIN := $(CURDIR)/bin
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X github.com/graceguard/graceguard/pkg/cli.Version=$(VERSION)
-IMG ?= registry.local/graceguard:$(VERSION)
+# vX.Y.Z at a tag, vX.Y.Z-N-g<sha> after one, v0.0.0-dev+<sha> without (hack/version.sh).
+VERSION ?= $(shell hack/version.sh)
+LDFLAGS := -s -w -X github.com/graceguard/graceguard/internal/version.Version=$(VERSION)
+# Image tags cannot hold '+': build metadata becomes '_' (as Kubernetes' own images do).
+IMG ?= registry.local/graceguard:$(subst +,_,$(VERSION))
 FUZZTIME ?= 30s
 
 ##@ General
@@ -28,13 +30,22 @@ fmt: ## Format the code.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: vet
-vet: chart-docs-check ## Check formatting, go vet, and that the chart README is generated.
+vet: chart-docs-check generate-check ## Check formatting, go vet, and that the chart README, the CRD and the deep-copy code are generated.
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	cd hack/cert-manager && GOWORK=off $(GO) vet ./...
 
 .PHONY: golden
 golden: ## Regenerate golden files and generated docs after an intended change (review the diff!).
-	UPDATE_GOLDEN=1 $(GO) test ./pkg/mutate/ ./pkg/cli/ ./internal/chart/
+	UPDATE_GOLDEN=1 $(GO) test ./pkg/mutate/ ./pkg/cli/ ./pkg/manifest/ ./internal/chart/
+
+.PHONY: generate
+generate: ## Regenerate the API's deep-copy code and CRD (charts/graceguard/crds/) from pkg/api with controller-gen (pinned).
+	hack/generate.sh
+
+.PHONY: generate-check
+generate-check: ## Fail if the deep-copy code or the CRD is stale.
+	hack/generate.sh --check
 
 .PHONY: manifests
 manifests: ## Regenerate config/install.yaml (the chart's defaults, for kubectl apply -k config/).
@@ -47,25 +58,34 @@ demo: ## Run graceguard on a real kube-apiserver + etcd built on this machine, a
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) run ./hack/demo $(DEMO_ARGS)
 
 .PHONY: test
-test: vet ## Run every test: unit, golden, handler, CLI, chart, envtest (real kube-apiserver) and fuzz seeds.
-	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test ./...
+test: vet ## Run every test: unit, golden, handler, CLI, chart, envtest (real kube-apiserver, and cert-manager mode with cert-manager) and fuzz seeds.
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" CERT_MANAGER_ASSETS="$$(hack/cert-manager-assets.sh)" $(GO) test ./...
 
 .PHONY: bench
-bench: ## Benchmark engine and handlers, the webhook under TLS load next to a no-op baseline, and Pod creation through a real kube-apiserver; writes docs/benchmarks.{md,json,-latency.svg}.
+bench: ## Benchmark engine and handlers, the webhook under TLS load next to a no-op baseline, Pod creation through a real kube-apiserver, and the shutdown observer at 10,000 Pods; writes docs/benchmarks.{md,json,-latency.svg}.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) run ./test/bench/cmd/bench $(BENCH_ARGS)
 
 .PHONY: fuzz
-fuzz: ## Fuzz the parsers, the mutation invariants, the webhook's review and Pod decodes and the handlers' answer bounds (FUZZTIME each, default 30s).
+fuzz: ## Fuzz the parsers, the mutation invariants (and their independence of the mesh injector's order), the webhook's review and Pod decodes, the handlers' answer bounds, the proof that skips the Pod validating call and the plugin's text-preserving output (FUZZTIME each, default 30s).
 	$(GO) test ./pkg/budget -run '^$$' -fuzz FuzzParseDuration -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/budget -run '^$$' -fuzz FuzzBudgetGrace -fuzztime $(FUZZTIME)
+	$(GO) test ./pkg/budget -run '^$$' -fuzz FuzzParseAnnotation -fuzztime $(FUZZTIME)
+	$(GO) test ./pkg/budget -run '^$$' -fuzz FuzzRecommendCoversWhatWasSeen -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/mutate -run '^$$' -fuzz FuzzMutate -fuzztime $(FUZZTIME)
+	$(GO) test ./pkg/mutate -run '^$$' -fuzz FuzzMeshOrder -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/webhook -run '^$$' -fuzz FuzzLeanDecodeReadsLikeTheAPIMachinery -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/webhook -run '^$$' -fuzz FuzzReviewDecodeLikeControllerRuntime -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/webhook -run '^$$' -fuzz FuzzHandlers -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/chart -run '^$$' -fuzz FuzzProvenPodsPassValidation -fuzztime $(FUZZTIME)
+	$(GO) test ./pkg/manifest -run '^$$' -fuzz FuzzRender -fuzztime $(FUZZTIME) -fuzzminimizetime 0
 
 .PHONY: security-report
 security-report: ## Send the adversarial corpus through the real handlers and write the measured answers, sizes, allocations and times into docs/security.md.
 	GRACEGUARD_SECURITY_REPORT=$(CURDIR)/docs/security.md $(GO) test ./pkg/webhook -run '^TestAdversarialCorpus$$' -count=1
+
+.PHONY: cert-manager-assets
+cert-manager-assets: ## Build or reuse cert-manager's controller and cainjector, and its CRDs (bin/cert-manager/<version>/).
+	@hack/cert-manager-assets.sh
 
 .PHONY: envtest-assets
 envtest-assets: ## Build or reuse kube-apiserver and etcd for envtest (bin/k8s/<version>/).
@@ -105,6 +125,18 @@ test-cluster: ## Smoke-test the local cluster harness (root; ~30 s warm, ~5 min 
 
 ##@ Packaging
 
+.PHONY: dist
+dist: ## Release artifacts into dist/: plugin and webhook for linux/darwin (amd64, arm64) and windows/amd64 as archives, checksums, krew manifest, multi-arch OCI image (no Docker).
+	$(GO) run ./hack/dist -version $(VERSION) -out dist
+
+.PHONY: dist-check
+dist-check: ## Check dist/: checksums, each binary's platform and version, krew's own validation and install of every platform, image-oci reproduces the release image.
+	$(GO) test -tags dist ./test/dist/ -count=1 -v
+
+.PHONY: image-oci
+image-oci: ## Build the webhook's multi-arch (linux/amd64, linux/arm64) OCI image without Docker into dist/image/ (what make e2e installs).
+	$(GO) run ./hack/dist -version $(VERSION) -image-only -out dist/image
+
 .PHONY: image
-image: ## Build the container image from the Dockerfile (needs a Docker engine; none on the dev VMs).
+image: ## Build the same image from the Dockerfile with a Docker engine (none on the dev VMs; make image-oci needs none).
 	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .

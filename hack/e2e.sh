@@ -6,9 +6,14 @@
 # Kubernetes, containerd and the images under bin/ on first use), runs
 # `go test -tags e2e ./test/e2e/`, always tears the cluster down, and renders
 # the evidence into bin/e2e/<timestamp>/ and, for a passing run, docs/e2e.md.
+# graceguard runs from its release image: `make image-oci` (the same build as
+# `make dist`'s image, digest for digest) into dist/image/, imported into
+# the node's containerd; the suite checks the replicas run that digest.
 # Linux, root. Flags go to the runner: -focus REGEXP, -keep, -docs pass|always|never, -timeout 60m.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bin
+make --no-print-directory image-oci
+export GG_E2E_IMAGE="${PWD}/dist/image/image.json"
 go build -o bin/e2e-runner ./test/e2e/cmd/e2e
 exec bin/e2e-runner "$@"

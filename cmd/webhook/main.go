@@ -1,6 +1,7 @@
 // Command webhook is graceguard's admission webhook server. It only wires:
 // flags into a validated config.Config, logging, a signal context, and
-// server.Run.
+// server.Run. `webhook observe` runs the shutdown observer instead
+// (pkg/observer), from the same image.
 package main
 
 import (
@@ -18,6 +19,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/graceguard/graceguard/internal/version"
 	"github.com/graceguard/graceguard/pkg/config"
 	"github.com/graceguard/graceguard/pkg/server"
 )
@@ -25,7 +27,7 @@ import (
 func main() {
 	// SetupSignalHandler cancels the context on the first SIGTERM or
 	// SIGINT, which starts the graceful shutdown; a second one exits at once.
-	os.Exit(run(ctrl.SetupSignalHandler(), os.Args[1:], os.Stderr))
+	os.Exit(run(ctrl.SetupSignalHandler(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // Exit codes.
@@ -36,11 +38,15 @@ const (
 )
 
 // run parses args, validates them and serves until ctx ends.
-func run(ctx context.Context, args []string, stderr io.Writer) int {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "observe" {
+		return observe(ctx, args[1:], stderr)
+	}
 	cfg := config.Default()
 	fs := pflag.NewFlagSet("graceguard-webhook", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg.BindFlags(fs)
+	showVersion := fs.Bool("version", false, "Print the version and exit.")
 	zapOpts := zap.Options{}
 	goFlags := flag.NewFlagSet("", flag.ContinueOnError)
 	zapOpts.BindFlags(goFlags)
@@ -57,6 +63,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%v\nrun with --help for the flags\n", err)
 		return exitUsage
 	}
+	if *showVersion {
+		fmt.Fprintf(stdout, "graceguard-webhook %s\n", version.GetInfo())
+		return exitOK
+	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "unexpected arguments: %v\n", fs.Args())
 		return exitUsage
@@ -71,6 +81,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	// logger; graceguard's packages take the logger from the context.
 	ctrl.SetLogger(log)
 	ctx = logf.IntoContext(ctx, log)
+	info := version.GetInfo()
+	log.Info("starting graceguard webhook", "version", info.Version, "go", info.GoVersion, "platform", info.Platform)
 
 	if limit, ok := memoryLimit(os.Getenv); ok {
 		debug.SetMemoryLimit(limit)

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/graceguard/graceguard/internal/version"
 )
 
 func TestRun(t *testing.T) {
@@ -34,6 +37,36 @@ func TestRun(t *testing.T) {
 			args:     []string{"--default-mode=strict"},
 			wantCode: exitUsage,
 			wantOut:  []string{`invalid argument "strict" for "--default-mode" flag: "strict" is not one of enforce, warn`},
+		},
+		{
+			name:     "a routing profile that does not parse exits 2 naming the value and the accepted form",
+			args:     []string{"--routing-profile=corp-lb=45sec"},
+			wantCode: exitUsage,
+			wantOut:  []string{`invalid argument "corp-lb=45sec" for "--routing-profile" flag: "corp-lb=45sec": routing delay "45sec" is not a duration; want a Go duration`},
+		},
+		{
+			name:     "a routing profile given twice exits 2",
+			args:     []string{"--routing-profile=corp-lb=45s", "--routing-profile=corp-lb=50s"},
+			wantCode: exitUsage,
+			wantOut:  []string{`routing profile "corp-lb" is given twice`},
+		},
+		{
+			name:     "an unknown default routing profile exits 2 naming the profiles there are",
+			args:     []string{"--routing-profile=corp-lb=45s", "--default-routing-profile=corp"},
+			wantCode: exitUsage,
+			wantOut:  []string{`--default-routing-profile="corp": no such profile; want one of kube-proxy, ingress-nginx, aws-alb-ip, aws-nlb-ip, gke-neg, azure-agic, corp-lb`},
+		},
+		{
+			name:     "a graceful node shutdown that leaves regular Pods nothing exits 2",
+			args:     []string{"--node-shutdown-grace-period-critical-pods=30s", "--node-shutdown-grace-period=20s"},
+			wantCode: exitUsage,
+			wantOut:  []string{"--node-shutdown-grace-period-critical-pods=30s must be shorter than --node-shutdown-grace-period=20s"},
+		},
+		{
+			name:     "a ceiling action other than warn or deny exits 2",
+			args:     []string{"--karpenter-ceiling-action=block"},
+			wantCode: exitUsage,
+			wantOut:  []string{`invalid argument "block" for "--karpenter-ceiling-action" flag: "block" is not one of warn, deny`},
 		},
 		{
 			name:     "review limits out of range exit 2 naming each flag",
@@ -69,18 +102,25 @@ func TestRun(t *testing.T) {
 			name:     "--help lists the server flags, the logging flags and --kubeconfig, and exits 0",
 			args:     []string{"--help"},
 			wantCode: exitOK,
-			wantOut:  []string{"--shutdown-delay", "--drain-timeout", "--cert-dir", "--zap-log-level", "--zap-devel", "--kubeconfig"},
+			wantOut: []string{"--shutdown-delay", "--drain-timeout", "--cert-dir", "--zap-log-level", "--zap-devel", "--kubeconfig",
+				"--routing-profile", "--default-routing-profile", "--karpenter-termination-grace-period", "--node-shutdown-grace-period"},
+		},
+		{
+			name:     "--version prints the version, the Go toolchain and the platform, and exits 0",
+			args:     []string{"--version"},
+			wantCode: exitOK,
+			wantOut:  []string{"graceguard-webhook " + version.Get() + " (go1.", runtime.GOOS + "/" + runtime.GOARCH},
 		},
 		{
 			name:     "valid flags without a reachable API server exit 1 with the reason logged",
 			args:     []string{"--kubeconfig=" + missing, "--zap-devel=false"},
 			wantCode: exitError,
-			wantOut:  []string{"webhook stopped", "connecting to the API server"},
+			wantOut:  []string{`"starting graceguard webhook"`, `"version":"` + version.Get() + `"`, "webhook stopped", "connecting to the API server"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
-			code := run(context.Background(), tc.args, &out)
+			code := run(context.Background(), tc.args, &out, &out)
 			if code != tc.wantCode {
 				t.Errorf("exit code %d, want %d; output:\n%s", code, tc.wantCode, out.String())
 			}

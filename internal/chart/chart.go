@@ -8,8 +8,10 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/common"
@@ -151,7 +153,20 @@ func InstallManifest() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// What `helm install` applies first: the chart's crds/.
+	crds, err := filepath.Glob(filepath.Join(ChartDir(), "crds", "*.yaml"))
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for _, f := range crds {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString("---\n# Source: graceguard/crds/" + filepath.Base(f) + "\n" + strings.TrimPrefix(string(data), "---\n"))
+	}
 	return "# Generated from charts/graceguard with its default values by `make manifests`; do not edit.\n" +
 		"# kubectl apply -k config/  (or kubectl apply -f config/install.yaml)\n" +
-		"---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + ns + "\n" + m, nil
+		"---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + ns + "\n" + b.String() + m, nil
 }

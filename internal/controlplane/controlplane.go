@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -97,6 +98,9 @@ func Start(ctx context.Context, o Options) (*ControlPlane, error) {
 
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: o.AssetsDir,
+		// The CustomResourceDefinitions the chart ships (ShutdownReport).
+		CRDDirectoryPaths:     []string{filepath.Join(chart.ChartDir(), "crds")},
+		ErrorIfCRDPathMissing: true,
 		WebhookInstallOptions: envtest.WebhookInstallOptions{
 			LocalServingHost:   "127.0.0.1",
 			LocalServingPort:   port,

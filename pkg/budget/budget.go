@@ -15,10 +15,18 @@ const (
 	Work    Term = "work"
 	Cleanup Term = "cleanup"
 	Margin  Term = "margin"
+	// Proxy is the time a mesh proxy sidecar still runs after the app
+	// exited: the part of its wait that outlasts the app, then its own
+	// drain. It is not one of Terms: nobody sets it by annotation, it is
+	// read from the Pod's mesh and is zero without one.
+	Proxy Term = "proxy"
 )
 
-// Terms lists the budget terms in shutdown order.
+// Terms lists the four budget terms people set, in shutdown order.
 var Terms = [...]Term{Routing, Work, Cleanup, Margin}
+
+// allTerms is every term a Budget sums, in the order they are printed.
+var allTerms = [...]Term{Routing, Work, Cleanup, Proxy, Margin}
 
 // Budget is the time a Pod needs between deletion and exit.
 //
@@ -26,12 +34,15 @@ var Terms = [...]Term{Routing, Work, Cleanup, Margin}
 // hook runs, it is the hook's length (the kubelet sends SIGTERM only after
 // the hook). Work is the longest admitted work that must finish after
 // SIGTERM, Cleanup the time to close pools and flush telemetry, Margin the
-// slack kept for everything not measured.
+// slack kept for everything not measured. Proxy, zero unless the Pod has
+// a mesh proxy sidecar, is how long that proxy still runs after the app
+// exited (see the Proxy term).
 type Budget struct {
 	Routing time.Duration
 	Work    time.Duration
 	Cleanup time.Duration
 	Margin  time.Duration
+	Proxy   time.Duration
 }
 
 // Get returns the value of one term.
@@ -45,6 +56,8 @@ func (b Budget) Get(t Term) time.Duration {
 		return b.Cleanup
 	case Margin:
 		return b.Margin
+	case Proxy:
+		return b.Proxy
 	}
 	return 0
 }
@@ -60,15 +73,17 @@ func (b Budget) Set(t Term, d time.Duration) Budget {
 		b.Cleanup = d
 	case Margin:
 		b.Margin = d
+	case Proxy:
+		b.Proxy = d
 	}
 	return b
 }
 
-// Sum adds the four terms. Each term is at most MaxTerm once validated, but
-// Sum saturates rather than overflows for any input.
+// Sum adds the terms (the Proxy term too). Each term is at most MaxTerm
+// once validated, but Sum saturates rather than overflows for any input.
 func (b Budget) Sum() time.Duration {
 	var s time.Duration
-	for _, t := range Terms {
+	for _, t := range allTerms {
 		d := b.Get(t)
 		if d < 0 {
 			continue
@@ -88,7 +103,7 @@ func (b Budget) Grace() int64 { return CeilSeconds(b.Sum()) }
 
 // Validate checks every term is within [0, MaxTerm].
 func (b Budget) Validate() error {
-	for _, t := range Terms {
+	for _, t := range allTerms {
 		d := b.Get(t)
 		if d < 0 || d > MaxTerm {
 			return fmt.Errorf("%s %s is outside 0..1h", t, Format(d))
@@ -98,10 +113,14 @@ func (b Budget) Validate() error {
 }
 
 // Arithmetic spells out the sum for people:
-// "routing 8s + work 30s + cleanup 2s + margin 5s".
+// "routing 8s + work 30s + cleanup 2s + margin 5s"; a Proxy term shows only
+// when there is one ("... + cleanup 2s + proxy 5s + margin 5s").
 func (b Budget) Arithmetic() string {
-	parts := make([]string, 0, len(Terms))
-	for _, t := range Terms {
+	parts := make([]string, 0, len(allTerms))
+	for _, t := range allTerms {
+		if t == Proxy && b.Proxy == 0 {
+			continue
+		}
 		parts = append(parts, string(t)+" "+Format(b.Get(t)))
 	}
 	return strings.Join(parts, " + ")
@@ -121,10 +140,14 @@ func (b Budget) Largest() Term {
 
 // Annotation renders the budget and the grace it was given in the form
 // graceguard writes on every Pod it mutates:
-// "routing=8s work=30s cleanup=2s margin=5s grace=45s".
+// "routing=8s work=30s cleanup=2s margin=5s grace=45s" (with "proxy=5s"
+// before the margin when the Pod has a mesh proxy to wait for).
 func (b Budget) Annotation(grace int64) string {
 	var sb strings.Builder
-	for _, t := range Terms {
+	for _, t := range allTerms {
+		if t == Proxy && b.Proxy == 0 {
+			continue
+		}
 		sb.WriteString(string(t))
 		sb.WriteByte('=')
 		sb.WriteString(Format(b.Get(t)))

@@ -162,3 +162,95 @@ func TestTimeline(t *testing.T) {
 		}
 	})
 }
+
+func TestProxyTerm(t *testing.T) {
+	b := Budget{Routing: 5 * time.Second, Work: 20 * time.Second, Cleanup: 2 * time.Second, Margin: 3 * time.Second, Proxy: 5 * time.Second}
+	if got := b.Grace(); got != 35 {
+		t.Errorf("Grace = %d, want 35: a mesh proxy draining 5s after the app needs grace for it", got)
+	}
+	if got, want := b.Arithmetic(), "routing 5s + work 20s + cleanup 2s + proxy 5s + margin 3s"; got != want {
+		t.Errorf("Arithmetic = %q, want %q", got, want)
+	}
+	if got, want := b.Annotation(35), "routing=5s work=20s cleanup=2s proxy=5s margin=3s grace=35s"; got != want {
+		t.Errorf("Annotation = %q, want %q", got, want)
+	}
+	b.Proxy = 0
+	if got, want := b.Annotation(30), "routing=5s work=20s cleanup=2s margin=3s grace=30s"; got != want {
+		t.Errorf("without a proxy the annotation is unchanged: %q, want %q", got, want)
+	}
+	tl := NewTimeline(Budget{Routing: 5 * time.Second, Work: 20 * time.Second, Cleanup: 2 * time.Second, Margin: 3 * time.Second, Proxy: 5 * time.Second}, 5*time.Second, 30)
+	if tl.ProxyExited != 32*time.Second || tl.Fits() || tl.Slack() != -2*time.Second {
+		t.Errorf("the proxy exits 5s after the app (27s) at 32s, past a 30s deadline: %+v fits=%v", tl, tl.Fits())
+	}
+	if ev := tl.Events(); ev[len(ev)-1].Name != "mesh proxy exits" {
+		t.Errorf("events: %+v", ev)
+	}
+}
+
+func TestProfiles(t *testing.T) {
+	builtin := BuiltinProfiles()
+	for _, p := range builtin {
+		if err := p.Validate(); err != nil || p.Source == "" || p.Basis == "" {
+			t.Errorf("built-in %s: %v (source %q, basis %q)", p.Name, err, p.Source, p.Basis)
+		}
+		if len(p.Source) > 96 {
+			t.Errorf("built-in %s: source longer than a line of explain: %q", p.Name, p.Source)
+		}
+	}
+	nlb, ok := FindProfile(builtin, ProfileAWSNLBIP)
+	if !ok || nlb.Routing != 2*time.Minute {
+		t.Fatalf("aws-nlb-ip = %+v, %v", nlb, ok)
+	}
+	for _, tc := range []struct {
+		spec string
+		want string // "" means an error mentioning errPart
+		err  string
+	}{
+		{"corp-lb=45s", "corp-lb=45s", ""},
+		{"aws-nlb-ip=150s,grace-floor=3m", "aws-nlb-ip=2m30s,grace-floor=3m", ""},
+		{" edge=30 ", "edge=30s", ""},
+		{"corp-lb", "", "want NAME=ROUTING"},
+		{"corp-lb=", "", "want NAME=ROUTING"},
+		{"Corp_LB=5s", "", "not a DNS-1123 label"},
+		{"corp-lb=forever", "", `routing delay "forever" is not a duration`},
+		{"corp-lb=2h", "", "longer than 1h; want a Go duration"},
+		{"corp-lb=5s,floor=1m", "", `unknown setting "floor"`},
+		{"corp-lb=5s,grace-floor=-1s", "", "grace-floor"},
+	} {
+		p, err := ParseProfile(tc.spec)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), strings.TrimSpace(tc.spec)) {
+				t.Errorf("ParseProfile(%q) error %v, want one naming the value and %q", tc.spec, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || p.String() != tc.want || p.Basis != BasisOperator {
+			t.Errorf("ParseProfile(%q) = %v (%s), %v; want %s", tc.spec, p, p.Basis, err, tc.want)
+		}
+	}
+	own, _ := ParseProfile("aws-nlb-ip=150s")
+	extra, _ := ParseProfile("corp-lb=45s")
+	merged, err := MergeProfiles(builtin, []Profile{own, extra})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := FindProfile(merged, ProfileAWSNLBIP); p.Routing != 150*time.Second || p.Basis != BasisOperator {
+		t.Errorf("an operator's profile replaces the built-in of the same name: %+v", p)
+	}
+	if got := ProfileNames(merged); len(got) != len(builtin)+1 || got[len(got)-1] != "corp-lb" {
+		t.Errorf("names %v", got)
+	}
+	if _, err := MergeProfiles(builtin, []Profile{extra, extra}); err == nil || !strings.Contains(err.Error(), `"corp-lb" is given twice`) {
+		t.Errorf("a profile given twice: %v", err)
+	}
+}
+
+func TestCeiling(t *testing.T) {
+	c := Ceiling{Limit: 15 * time.Second}
+	if c.Exceeded(15) || !c.Exceeded(16) {
+		t.Errorf("a 15s ceiling holds a 15s budget and cuts a 16s one")
+	}
+	if (Ceiling{}).Exceeded(1 << 40) {
+		t.Errorf("an unset ceiling never cuts")
+	}
+}

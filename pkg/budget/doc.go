@@ -2,7 +2,9 @@
 //
 //	terminationGracePeriodSeconds >= routing withdrawal + max admitted work + cleanup + safety margin
 //
-// and the parsing of the durations people write for its terms.
+// and the parsing of the durations people write for its terms, with the
+// data it rests on: the built-in routing profiles (profile.go, each number
+// with its source) and the platform ceilings a budget is checked against.
 //
 // Invariants: the package imports no Kubernetes code, never panics on any
 // input, rejects negative and absurd (over MaxTerm) durations, and never

@@ -13,6 +13,10 @@ import (
 // hostage during drains, so it is rejected rather than silently accepted.
 const MaxTerm = time.Hour
 
+// Infinity stands for a hook that never ends (`sleep infinity`): longer
+// than any grace period. Format prints it as "infinity".
+const Infinity = time.Duration(1<<63 - 1)
+
 // AcceptedForms describes, for error messages, what ParseDuration accepts.
 const AcceptedForms = "a Go duration (30s, 1m30s, 1500ms) or whole seconds (30), from 0 to 1h"
 
@@ -58,6 +62,13 @@ func ParseDuration(s string) (time.Duration, error) {
 	t := strings.TrimSpace(s)
 	if t == "" {
 		return 0, &ParseError{Value: s, Err: ErrSyntax}
+	}
+	if t[0] == '-' {
+		// Negative, even "-0": a minus sign is a mistake in a budget term.
+		if _, err := time.ParseDuration(t); err != nil && !isDigits(t[1:]) {
+			return 0, &ParseError{Value: s, Err: ErrSyntax}
+		}
+		return 0, &ParseError{Value: s, Err: ErrNegative}
 	}
 	if isDigits(t) || (t[0] == '-' && isDigits(t[1:])) {
 		n, err := strconv.ParseInt(t, 10, 64)
@@ -140,7 +151,7 @@ func Format(d time.Duration) string {
 	if d == 0 {
 		return "0s"
 	}
-	if d == time.Duration(1<<63-1) {
+	if d == Infinity {
 		return "infinity"
 	}
 	s := d.String()

@@ -28,10 +28,13 @@ type Timeline struct {
 	// Grace is the Pod's terminationGracePeriodSeconds.
 	Grace int64
 
-	SIGTERM  time.Duration // when the container receives SIGTERM
-	Drained  time.Duration // when the longest admitted work is done
-	Exited   time.Duration // when cleanup is done and the process exits
-	Deadline time.Duration // when the kubelet sends SIGKILL
+	SIGTERM time.Duration // when the container receives SIGTERM
+	Drained time.Duration // when the longest admitted work is done
+	Exited  time.Duration // when cleanup is done and the process exits
+	// ProxyExited is when the Pod's mesh proxy exits: Exited plus the
+	// budget's Proxy term (Exited itself without a proxy).
+	ProxyExited time.Duration
+	Deadline    time.Duration // when the kubelet sends SIGKILL
 	// HookCut is true when the hook itself outlasts the grace period and
 	// is cut short by the kubelet.
 	HookCut bool
@@ -70,18 +73,19 @@ func NewTimeline(b Budget, hook time.Duration, grace int64) Timeline {
 	}
 	tl.Drained = sat(start, b.Work)
 	tl.Exited = sat(tl.Drained, b.Cleanup)
+	tl.ProxyExited = sat(tl.Exited, max(b.Proxy, 0))
 	return tl
 }
 
-// Fits reports whether the process exits, with its margin, before SIGKILL
-// and the hook was not cut.
+// Fits reports whether the process (and its mesh proxy after it) exits,
+// with its margin, before SIGKILL and the hook was not cut.
 func (t Timeline) Fits() bool {
-	return !t.HookCut && t.Exited+t.Budget.Margin <= t.Deadline
+	return !t.HookCut && t.ProxyExited+t.Budget.Margin <= t.Deadline
 }
 
-// Slack is the time left between exit and SIGKILL (negative when the
-// process would be killed).
-func (t Timeline) Slack() time.Duration { return t.Deadline - t.Exited }
+// Slack is the time left between the last exit (the app's, or its mesh
+// proxy's) and SIGKILL (negative when something would be killed).
+func (t Timeline) Slack() time.Duration { return t.Deadline - t.ProxyExited }
 
 func sat(a, b time.Duration) time.Duration {
 	if a > maxDuration-b {
@@ -100,6 +104,9 @@ func (t Timeline) Events() []Event {
 	ev = append(ev, Event{t.SIGTERM, "SIGTERM"})
 	ev = append(ev, Event{t.Drained, "admitted work done"})
 	ev = append(ev, Event{t.Exited, "cleanup done, exit"})
+	if t.ProxyExited > t.Exited {
+		ev = append(ev, Event{t.ProxyExited, "mesh proxy exits"})
+	}
 	ev = append(ev, Event{t.Deadline, "SIGKILL deadline"})
 	slices.SortStableFunc(ev, func(a, b Event) int { return cmp.Compare(a.At, b.At) })
 	return ev

@@ -21,6 +21,9 @@ const (
 	markRun    = '='
 	markKilled = 'x'
 	markKill   = '|'
+	// A platform ceiling: the time it grants, and its SIGKILL.
+	markCeiling     = '-'
+	markCeilingKill = '!'
 )
 
 // row is one phase of the deletion drawn on the chart.
@@ -32,13 +35,15 @@ type row struct {
 	// drawn as killed.
 	cutAt time.Duration
 	note  string
+	// ceiling rows show a platform's own SIGKILL, not a phase.
+	ceiling bool
 }
 
 // chart draws the timeline as a Gantt chart, one row per phase, on a time
 // axis from deletion to the later of the SIGKILL deadline and the end of
 // the margin. Phases cut short are drawn with x and say so at the right.
-func chart(tl budget.Timeline) []string {
-	span := max(tl.Deadline, tl.Exited+tl.Budget.Margin)
+func chart(tl budget.Timeline, ceilings []budget.Ceiling) []string {
+	span := max(tl.Deadline, tl.ProxyExited+tl.Budget.Margin)
 	if span <= 0 {
 		return []string{"(nothing to draw: no budget and no grace period)"}
 	}
@@ -53,6 +58,14 @@ func chart(tl budget.Timeline) []string {
 	}
 
 	rows := phases(tl, span)
+	for _, c := range ceilings {
+		// The notes stay short: the budget lines above say the rest.
+		r := row{name: "ceiling", length: c.Limit, from: 0, to: min(c.Limit, span), ceiling: true, note: c.Name + " SIGKILL"}
+		if c.Limit >= span {
+			r.note = c.Name + ": off chart"
+		}
+		rows = append(rows, r)
+	}
 	nameW, lenW := 0, 0
 	for _, r := range rows {
 		nameW = max(nameW, len(r.name))
@@ -62,7 +75,10 @@ func chart(tl budget.Timeline) []string {
 	dcol := col(tl.Deadline)
 
 	var out []string
-	out = append(out, pad+axis(col, tl), pad+ticks(col, tl))
+	for _, a := range axis(col, tl) {
+		out = append(out, strings.TrimRight(pad+a, " "))
+	}
+	out = append(out, pad+ticks(col, tl))
 	for _, r := range rows {
 		cells := []byte(strings.Repeat(" ", chartWidth+1))
 		a, b := col(r.from), col(r.to)
@@ -78,6 +94,12 @@ func chart(tl budget.Timeline) []string {
 			if c >= stop {
 				cells[c] = markKilled
 			}
+			if r.ceiling {
+				cells[c] = markCeiling
+			}
+		}
+		if r.ceiling && r.to < span {
+			cells[min(b, chartWidth)] = markCeilingKill
 		}
 		if cells[dcol] == ' ' {
 			cells[dcol] = markKill
@@ -113,6 +135,9 @@ func phases(tl budget.Timeline, span time.Duration) []row {
 		row{name: "drain", length: b.Work, from: start, to: tl.Drained},
 		row{name: "cleanup", length: b.Cleanup, from: tl.Drained, to: tl.Exited},
 	)
+	if tl.ProxyExited > tl.Exited {
+		rows = append(rows, row{name: "proxy", length: tl.ProxyExited - tl.Exited, from: tl.Exited, to: tl.ProxyExited, note: "mesh proxy"})
+	}
 	killed := false
 	for i := range rows {
 		r := &rows[i]
@@ -122,7 +147,7 @@ func phases(tl budget.Timeline, span time.Duration) []row {
 			break
 		}
 	}
-	margin := row{name: "margin", length: b.Margin, from: tl.Exited, to: tl.Exited + b.Margin}
+	margin := row{name: "margin", length: b.Margin, from: tl.ProxyExited, to: tl.ProxyExited + b.Margin}
 	if !killed && margin.to > tl.Deadline {
 		margin.note = "short by " + budget.Format(margin.to-tl.Deadline)
 	}
@@ -137,40 +162,60 @@ func phases(tl budget.Timeline, span time.Duration) []row {
 	return out
 }
 
-// axis labels deletion, SIGTERM and SIGKILL above their columns; a label
-// that would run into another is left out (the event list has every time).
-func axis(col func(time.Duration) int, tl budget.Timeline) string {
-	line := []byte(strings.Repeat(" ", chartWidth+24))
-	taken := make([]bool, len(line))
-	place := func(s string, start int) bool {
-		if start < 0 || start+len(s) > len(line) {
+// axis labels deletion, SIGTERM and SIGKILL above their columns. A label
+// that would run into another goes on a line above; one that fits on
+// neither is left out (the event list has every time).
+func axis(col func(time.Duration) int, tl budget.Timeline) []string {
+	type labels struct {
+		line  []byte
+		taken []bool
+	}
+	rows := make([]labels, 2)
+	for i := range rows {
+		rows[i].line = []byte(strings.Repeat(" ", chartWidth+24))
+		rows[i].taken = make([]bool, len(rows[i].line))
+	}
+	place := func(r *labels, s string, start int) bool {
+		if start < 0 || start+len(s) > len(r.line) {
 			return false
 		}
-		for c := max(start-1, 0); c < min(start+len(s)+1, len(line)); c++ {
-			if taken[c] {
+		for c := max(start-1, 0); c < min(start+len(s)+1, len(r.line)); c++ {
+			if r.taken[c] {
 				return false
 			}
 		}
-		copy(line[start:], s)
+		copy(r.line[start:], s)
 		for c := start; c < start+len(s); c++ {
-			taken[c] = true
+			r.taken[c] = true
 		}
 		return true
 	}
+	// put tries each start on the axis line, then on the line above.
+	put := func(s string, starts ...int) {
+		for i := range rows {
+			for _, st := range starts {
+				if place(&rows[i], s, st) {
+					return
+				}
+			}
+		}
+	}
 	kill := "SIGKILL " + budget.Format(tl.Deadline)
 	d := col(tl.Deadline)
-	if !place(kill, d-len(kill)+1) {
-		place(kill, d)
-	}
-	place("0s", 0)
+	put(kill, d-len(kill)+1, d)
+	put("0s", 0)
 	if tl.SIGTERM > 0 {
 		term := "SIGTERM " + budget.Format(tl.SIGTERM)
 		s := col(tl.SIGTERM)
-		if !place(term, s) {
-			place(term, s-len(term)+1)
+		put(term, s, s-len(term)+1)
+	}
+	var out []string
+	for i := len(rows) - 1; i >= 0; i-- {
+		if l := strings.TrimRight(string(rows[i].line), " "); l != "" || i == 0 {
+			out = append(out, l)
 		}
 	}
-	return strings.TrimRight(string(line), " ")
+	return out
 }
 
 // ticks marks the columns of deletion, SIGTERM and SIGKILL.
@@ -183,8 +228,9 @@ func ticks(col func(time.Duration) int, tl budget.Timeline) string {
 }
 
 // events lists the timeline's moments in time order, one a line:
-// "t=8s   SIGTERM". Moments after SIGKILL never come, and say so.
-func events(tl budget.Timeline) []string {
+// "t=8s   SIGTERM". Moments after SIGKILL never come, and say so. sigterm
+// names the SIGTERM event ("SIGTERM to app" when containers differ).
+func events(tl budget.Timeline, sigterm string) []string {
 	ev := tl.Events()
 	slices.SortStableFunc(ev, func(a, b budget.Event) int { return cmp.Compare(a.At, b.At) })
 	w := 0
@@ -193,7 +239,11 @@ func events(tl budget.Timeline) []string {
 	}
 	out := make([]string, len(ev))
 	for i, e := range ev {
-		out[i] = fmt.Sprintf("t=%-*s  %s", w, budget.Format(e.At), e.Name)
+		name := e.Name
+		if name == "SIGTERM" {
+			name = sigterm
+		}
+		out[i] = fmt.Sprintf("t=%-*s  %s", w, budget.Format(e.At), name)
 		if e.At > tl.Deadline {
 			out[i] += " (never: SIGKILL comes first)"
 		}
@@ -213,15 +263,26 @@ func verdict(tl budget.Timeline) string {
 			s += fmt.Sprintf(", %s before the process would exit", at(tl.Exited-tl.Deadline))
 		}
 		return s + "."
+	case tl.Slack() < 0 && tl.Exited <= tl.Deadline:
+		return fmt.Sprintf("DOES NOT FIT: the app exits at %s but SIGKILL at %s comes %s before its mesh proxy is done at %s.",
+			at(tl.Exited), at(tl.Deadline), at(-tl.Slack()), at(tl.ProxyExited))
 	case tl.Slack() < 0:
 		return fmt.Sprintf("DOES NOT FIT: SIGKILL at %s comes %s before the process would exit at %s; admitted work or cleanup is cut.",
-			at(tl.Deadline), at(-tl.Slack()), at(tl.Exited))
+			at(tl.Deadline), at(tl.Exited-tl.Deadline), at(tl.Exited))
 	case !tl.Fits():
-		return fmt.Sprintf("DOES NOT FIT: the process exits at %s, only %s before SIGKILL at %s; the budget keeps a %s margin.",
-			at(tl.Exited), at(tl.Slack()), at(tl.Deadline), at(tl.Budget.Margin))
+		return fmt.Sprintf("DOES NOT FIT: the %s at %s, only %s before SIGKILL at %s; the budget keeps a %s margin.",
+			exits(tl), at(tl.ProxyExited), at(tl.Slack()), at(tl.Deadline), at(tl.Budget.Margin))
 	}
-	return fmt.Sprintf("fits: the process exits at %s, %s before SIGKILL at %s (margin %s).",
-		at(tl.Exited), at(tl.Slack()), at(tl.Deadline), at(tl.Budget.Margin))
+	return fmt.Sprintf("fits: the %s at %s, %s before SIGKILL at %s (margin %s).",
+		exits(tl), at(tl.ProxyExited), at(tl.Slack()), at(tl.Deadline), at(tl.Budget.Margin))
+}
+
+// exits names what exits last: the process, or its mesh proxy after it.
+func exits(tl budget.Timeline) string {
+	if tl.ProxyExited > tl.Exited {
+		return "process exits at " + budget.Format(tl.Exited) + " and its mesh proxy"
+	}
+	return "process exits"
 }
 
 // wrap breaks prose into lines of at most width columns (a word longer than

@@ -181,7 +181,7 @@ spec:
 			t.Errorf("output lacks %q:\n%s", w, out)
 		}
 	}
-	if !strings.Contains(stderr, "note: namespace legacy is defined in the input and used as it is") {
+	if !strings.Contains(stderr, "note: namespace legacy is defined in the input and used as written") {
 		t.Errorf("a --mode that a Namespace in the input overrides must be noted, stderr:\n%s", stderr)
 	}
 }
@@ -193,7 +193,7 @@ func TestMutateKeepsWhatItDoesNotKnow(t *testing.T) {
 	}
 	docs := strings.Split(out, "\n---\n")
 	if len(docs) != 4 {
-		t.Fatalf("want 4 documents (Deployment, Pod and Service from the List, ConfigMap), got %d:\n%s", len(docs), out)
+		t.Fatalf("want the input's 4 documents (Deployment, the List of a Pod and a Service, a comment, ConfigMap), got %d:\n%s", len(docs), out)
 	}
 	var deploy struct {
 		Spec struct {
@@ -284,7 +284,7 @@ func TestReadsDirectories(t *testing.T) {
 
 func TestVersion(t *testing.T) {
 	code, out, _ := run(t, "", "version")
-	if code != ExitOK || !strings.HasPrefix(out, "kubectl-graceguard ") {
+	if code != ExitOK || !strings.HasPrefix(out, "kubectl-graceguard "+Version+" (go") {
 		t.Fatalf("exit %d: %q", code, out)
 	}
 }
@@ -293,23 +293,32 @@ func TestChartStaysReadable(t *testing.T) {
 	def := budget.Budget{Routing: 5 * time.Second, Work: 20 * time.Second, Cleanup: 2 * time.Second, Margin: 3 * time.Second}
 	long := budget.Budget{Routing: 59*time.Minute + 59500*time.Millisecond, Work: time.Hour, Cleanup: time.Hour, Margin: time.Hour}
 	infinite := time.Duration(1<<63 - 1)
+	withProxy := def
+	withProxy.Proxy = 5 * time.Second
 	for _, tt := range []struct {
-		name  string
-		tl    budget.Timeline
-		fits  bool
-		marks string // what the chart must show
+		name     string
+		tl       budget.Timeline
+		fits     bool
+		marks    string // what the chart must show
+		ceilings []budget.Ceiling
 	}{
-		{"the default budget fits to the second", budget.NewTimeline(def, 5*time.Second, 30), true, "SIGKILL 30s"},
-		{"a hook longer than grace is cut", budget.NewTimeline(def, 40*time.Second, 30), false, "<- cut at 30s"},
-		{"a grace too short for the work kills the drain", budget.NewTimeline(def, 5*time.Second, 20), false, "<- killed at 20s"},
-		{"a grace that eats the margin says by how much", budget.NewTimeline(def, 5*time.Second, 28), false, "<- short by 2s"},
-		{"sleep infinity is cut", budget.NewTimeline(def, infinite, 30), false, "<- cut at 30s"},
-		{"hour-long terms keep the lines short", budget.NewTimeline(long, time.Hour, 4*3600+1), true, "SIGKILL"},
-		{"a sub-second budget", budget.NewTimeline(budget.Budget{Routing: 500 * time.Millisecond, Work: 300 * time.Millisecond}, 0, 1), true, "SIGKILL 1s"},
-		{"no budget and no grace", budget.NewTimeline(budget.Budget{}, 0, 0), false, "nothing to draw"},
+		{"the default budget fits to the second", budget.NewTimeline(def, 5*time.Second, 30), true, "SIGKILL 30s", nil},
+		{"a hook longer than grace is cut", budget.NewTimeline(def, 40*time.Second, 30), false, "<- cut at 30s", nil},
+		{"a grace too short for the work kills the drain", budget.NewTimeline(def, 5*time.Second, 20), false, "<- killed at 20s", nil},
+		{"a grace that eats the margin says by how much", budget.NewTimeline(def, 5*time.Second, 28), false, "<- short by 2s", nil},
+		{"sleep infinity is cut", budget.NewTimeline(def, infinite, 30), false, "<- cut at 30s", nil},
+		{"hour-long terms keep the lines short", budget.NewTimeline(long, time.Hour, 4*3600+1), true, "SIGKILL", nil},
+		{"a sub-second budget", budget.NewTimeline(budget.Budget{Routing: 500 * time.Millisecond, Work: 300 * time.Millisecond}, 0, 1), true, "SIGKILL 1s", nil},
+		{"no budget and no grace", budget.NewTimeline(budget.Budget{}, 0, 0), false, "nothing to draw", nil},
+		{"a mesh proxy draining after the app", budget.NewTimeline(withProxy, 5*time.Second, 35), true, "<- mesh proxy", nil},
+		{"a mesh proxy cut by SIGKILL", budget.NewTimeline(withProxy, 5*time.Second, 30), false, "<- killed at 30s", nil},
+		{"a ceiling under the deadline", budget.NewTimeline(def, 5*time.Second, 30), true, "!                           | <- node-shutdown SIGKILL",
+			[]budget.Ceiling{{Name: "node-shutdown", Event: "a graceful node shutdown", Limit: 15 * time.Second}}},
+		{"a ceiling past the chart", budget.NewTimeline(def, 5*time.Second, 30), true, "<- karpenter: off chart",
+			[]budget.Ceiling{{Name: "karpenter", Event: "a Karpenter disruption", Limit: 10 * time.Minute}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			lines := chart(tt.tl)
+			lines := chart(tt.tl, tt.ceilings)
 			text := strings.Join(lines, "\n")
 			for _, l := range lines {
 				if n := len("    ") + len(l); n > 100 {
@@ -319,7 +328,7 @@ func TestChartStaysReadable(t *testing.T) {
 			if !strings.Contains(text, tt.marks) {
 				t.Errorf("chart lacks %q:\n%s", tt.marks, text)
 			}
-			if again := strings.Join(chart(tt.tl), "\n"); again != text {
+			if again := strings.Join(chart(tt.tl, tt.ceilings), "\n"); again != text {
 				t.Errorf("chart is not deterministic")
 			}
 			if tt.fits != strings.HasPrefix(verdict(tt.tl), "fits") && tt.tl.Deadline > 0 {

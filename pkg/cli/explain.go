@@ -20,27 +20,37 @@ func newExplainCmd() *cobra.Command {
 		Long: `Show each Pod's (or Pod template's) shutdown budget and its deletion timeline.
 
 For each Pod or workload: every budget term, its value and where it came from
-(Pod annotation, namespace annotation or cluster default), the grace period
-before and after, what graceguard changes, and a chart of what the kubelet does
-when the Pod is deleted: endpoints withdrawn and preStop from t=0, SIGTERM,
-drain of admitted work, cleanup, the safety margin and the SIGKILL deadline.
+(Pod annotation, namespace annotation, routing profile with its source, or
+cluster default), what a mesh proxy sidecar adds, a routing profile's grace
+floor, the platform ceilings (--karpenter-termination-grace-period,
+--node-shutdown-grace-period), the grace period before and after, what
+graceguard changes, and a chart of what the kubelet does when the Pod is
+deleted: endpoints withdrawn and preStop from t=0, SIGTERM, drain of admitted
+work, cleanup, the mesh proxy, the safety margin, the SIGKILL deadline and
+each ceiling's.
 In warn mode the chart shows the Pod as enforce mode would leave it.`,
 		Example: `  kubectl graceguard explain -f deploy.yaml
   kubectl graceguard explain -f pod.yaml --namespace-annotations graceguard.io/max-work=1m`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			objs, err := in.load(cmd.InOrStdin(), cmd.ErrOrStderr())
+			loaded, err := in.load(cmd.Context(), cmd.InOrStdin(), cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
 			p := &printer{w: cmd.OutOrStdout()}
-			for i, o := range objs {
+			for i, o := range loaded.objs {
 				if i > 0 {
 					p.line("")
 				}
 				explain(p, o)
 			}
-			return p.err
+			if p.err != nil {
+				return p.err
+			}
+			if t := count(loaded.objs); t.errors > 0 {
+				return notEvaluatedError{t.errors}
+			}
+			return nil
 		},
 	}
 	in = bindInputFlags(cmd)
@@ -51,15 +61,17 @@ In warn mode the chart shows the Pod as enforce mode would leave it.`,
 const proseWidth = 96
 
 func explain(p *printer, o object) {
-	if o.res == nil {
-		p.line("%s: skipped: %s", o.ref(), unsupported(o))
+	switch verdictOf(o) {
+	case verdictError:
+		p.line("%s: error: %v", o.ref(), o.err)
+		return
+	case verdictSkipped:
+		// An opted-out Pod is not skipped: its hooks are still checked.
+		_, why := skipOf(o)
+		p.line("%s: skipped: %s", o.ref(), why)
 		return
 	}
 	m, v := o.res.Mutation, o.res.Validation
-	if m.Skip != "" && !m.OptedOut {
-		p.line("%s: skipped: %s", o.ref(), skipReason(m.Skip, o.ns))
-		return
-	}
 	what := o.ref()
 	if o.template() {
 		what += ", Pod template"
@@ -74,6 +86,14 @@ func explain(p *printer, o object) {
 		grace += " (unchanged)"
 	}
 	p.line("%s [%s]: %s", what, m.Mode, grace)
+	if o.nsState == nsAssumed {
+		p.line("  namespace %s is evaluated as if opted in (--assume-opted-in)", o.ns)
+	}
+	if n := legacyNote(o); n != "" {
+		for _, l := range wrap("note: "+n, proseWidth) {
+			p.line("  %s", l)
+		}
+	}
 
 	switch {
 	case m.OptedOut:
@@ -86,30 +106,47 @@ func explain(p *printer, o object) {
 	default:
 		writeBudget(p, o)
 		writeChanges(p, m)
-		tl := budget.NewTimeline(m.Budget, chartedHook(m), m.Grace)
-		if m.Mode == mutate.ModeWarn {
-			p.line("  timeline of deletion, as enforce mode would leave it")
-		} else {
-			p.line("  timeline of deletion")
-		}
-		for _, l := range chart(tl) {
-			p.line("    %s", l)
-		}
-		for _, l := range events(tl) {
-			p.line("    %s", l)
-		}
-		for _, l := range wrap(verdict(tl), proseWidth) {
-			p.line("  %s", l)
+		groups := stopGroups(m)
+		for _, g := range groups {
+			title := "  timeline of deletion"
+			if m.Mode == mutate.ModeWarn {
+				title += ", as enforce mode would leave it"
+			}
+			if len(groups) > 1 {
+				title += ": " + g.title(m)
+			}
+			p.line("%s", title)
+			tl := budget.NewTimeline(m.Budget, g.charted(m), m.Grace)
+			for _, l := range chart(tl, m.Ceilings) {
+				p.line("    %s", l)
+			}
+			for _, l := range events(tl, g.sigterm(len(groups) > 1)) {
+				p.line("    %s", l)
+			}
+			for _, l := range wrap(verdict(tl), proseWidth) {
+				p.line("  %s", l)
+			}
 		}
 	}
 
-	// The advice, and what validation adds; in warn mode the changes
-	// enforce would make are listed above already.
-	advice := make([]string, len(m.Warnings))
-	for i, f := range m.Warnings {
-		advice[i] = f.Message()
+	// The advice, and what validation adds, in full; in warn mode the
+	// changes enforce would make are listed above already.
+	var ws []string
+	seen := map[string]bool{}
+	for _, n := range v.Notices() {
+		if !seen[n.Text] {
+			seen[n.Text] = true
+			ws = append(ws, n.Text)
+		}
 	}
-	if ws := once(advice, v.AdmissionWarnings()); len(ws) > 0 {
+	var advice []string
+	for _, f := range m.Warnings {
+		if t := f.Err.Field + ": " + f.Err.Detail; !seen[t] {
+			seen[t] = true
+			advice = append(advice, t)
+		}
+	}
+	if ws = append(advice, ws...); len(ws) > 0 {
 		p.line("  warnings")
 		for _, w := range ws {
 			p.line("    %s", w)
@@ -119,6 +156,9 @@ func explain(p *printer, o object) {
 		p.line("  denied")
 		for _, f := range v.Violations {
 			p.line("    %s", f.Err.Error())
+		}
+		if v.Unlisted > 0 {
+			p.line("    %d more violations, not recorded (graceguard keeps the first %d)", v.Unlisted, mutate.MaxRecordedViolations)
 		}
 	}
 }
@@ -130,18 +170,70 @@ func writeBudget(p *printer, o object) {
 	var lines []line
 	for _, t := range budget.Terms {
 		lines = append(lines, line{string(t), budget.Format(m.Budget.Get(t)), source(o, t)})
+		if _, ok := m.Sources[t].ProfileName(); ok && m.Profile != nil {
+			lines = append(lines, line{"", "", basisWord(m.Profile.Basis) + ": " + m.Profile.Source})
+		}
 	}
 	need := m.Budget.Grace()
 	fit := budget.Check(m.Budget, m.Grace, 0)
+	needs := fmt.Sprintf("%ds", need)
 	note := fmt.Sprintf("of grace %ds: fits", m.Grace)
 	switch {
+	case m.Budget.Routing == budget.Infinity:
+		needs, note = "infinity", fmt.Sprintf("of grace %ds: DOES NOT FIT: no grace period fits a preStop hook that never ends", m.Grace)
 	case !fit.Fits():
 		note = fmt.Sprintf("of grace %ds: DOES NOT FIT, %ds short", m.Grace, need-m.Grace)
 	case m.Grace > need:
 		note += fmt.Sprintf(", %ds to spare", m.Grace-need)
 	}
-	lines = append(lines, line{"needs", fmt.Sprintf("%ds", need), note})
-	lines = append(lines, line{"preStop", hookValue(m), hookNote(m)})
+	if m.Budget.Proxy > 0 || m.Mesh != nil {
+		// The Proxy term sits between cleanup and margin, as it is spent.
+		last := lines[len(lines)-1]
+		notes := proxyNote(m)
+		lines = append(lines[:len(lines)-1], line{"proxy", budget.Format(m.Budget.Proxy), notes[0]})
+		for _, n := range notes[1:] {
+			lines = append(lines, line{"", "", n})
+		}
+		lines = append(lines, last)
+	}
+	if m.GraceFloor > 0 {
+		lines = append(lines, line{"floor", fmt.Sprintf("%ds", m.GraceFloor),
+			fmt.Sprintf("grace floor of routing profile %s (%s)", m.Profile.Name, m.Profile.Source)})
+		if m.GraceFloor > need && m.Budget.Routing != budget.Infinity {
+			need = m.GraceFloor
+			fit.Need = need
+			needs = fmt.Sprintf("%ds", need)
+			note = fmt.Sprintf("of grace %ds: fits", m.Grace)
+			switch {
+			case !fit.Fits():
+				note = fmt.Sprintf("of grace %ds: DOES NOT FIT, %ds short", m.Grace, need-m.Grace)
+			case m.Grace > need:
+				note += fmt.Sprintf(", %ds to spare", m.Grace-need)
+			}
+		}
+	}
+	lines = append(lines, line{"needs", needs, note})
+	groups := stopGroups(m)
+	for _, g := range groups {
+		note := g.note(m)
+		if len(groups) > 1 {
+			note = strings.Join(g.names, ", ") + ": " + note
+		}
+		lines = append(lines, line{"preStop", g.value(), note})
+	}
+	if len(groups) == 0 {
+		lines = append(lines, line{"preStop", "none", "no container to treat"})
+	}
+	for _, c := range m.Ceilings {
+		verdict := "holds the budget"
+		if c.Exceeded(need) {
+			verdict = "CUTS THE BUDGET SHORT"
+			if c.Deny {
+				verdict += " (denied)"
+			}
+		}
+		lines = append(lines, line{"ceiling", budget.Format(c.Limit), fmt.Sprintf("%s (%s): %s", c.Event, c.Flag, verdict)})
+	}
 
 	nameW, valW := 0, 0
 	for _, l := range lines {
@@ -170,50 +262,110 @@ func source(o object, t budget.Term) string {
 		return "cluster default --default-" + strings.TrimPrefix(key, "graceguard.io/")
 	case mutate.FromHook:
 		return "the preStop hook, longer than the routing delay"
+	case mutate.FromAuto:
+		return key + ": auto (the workload's shutdown report, within its floor and ceiling)"
+	}
+	if name, ok := o.res.Mutation.Sources[t].ProfileName(); ok && o.res.Mutation.Profile != nil {
+		pr := o.res.Mutation.Profile
+		where := "Pod annotation " + mutate.AnnotationRoutingProfile
+		switch pr.From {
+		case mutate.FromNamespace:
+			where = "namespace " + o.ns + " annotation " + mutate.AnnotationRoutingProfile
+		case mutate.FromCluster:
+			where = "cluster default --default-routing-profile"
+		case mutate.FromPod:
+			if o.template() {
+				where = "Pod template annotation " + mutate.AnnotationRoutingProfile
+			}
+		}
+		return fmt.Sprintf("routing profile %s (%s)", name, where)
 	}
 	return ""
 }
 
-// unknownHook reports whether a treated container has a preStop hook whose
-// length graceguard cannot tell (an HTTP call, a script); Report.Hook then
-// holds only its lower bound and the budget counts the routing term for it.
-func unknownHook(m *mutate.Report) bool {
-	return slices.ContainsFunc(m.Warnings, func(f mutate.Finding) bool { return f.Reason == mutate.WarnHookUnknownLength })
+// stopGroup is the treated containers that stop the same way: the same
+// preStop hook length, known or not, written by the user or by graceguard.
+type stopGroup struct {
+	names []string
+	stop  mutate.ContainerStop
 }
 
-// chartedHook is the hook length the chart draws: what the budget counts.
-func chartedHook(m *mutate.Report) time.Duration {
-	if unknownHook(m) {
+// stopGroups groups the treated containers by how they stop, in order. The
+// kubelet runs each container's own hook before its SIGTERM, so each group
+// has its own timeline.
+func stopGroups(m *mutate.Report) []stopGroup {
+	var out []stopGroup
+	for _, s := range m.Stops {
+		i := slices.IndexFunc(out, func(g stopGroup) bool {
+			return g.stop.Hook == s.Hook && g.stop.Known == s.Known && g.stop.Added == s.Added
+		})
+		if i < 0 {
+			out = append(out, stopGroup{stop: s})
+			i = len(out) - 1
+		}
+		out[i].names = append(out[i].names, s.Name)
+	}
+	return out
+}
+
+// charted is the hook length the chart draws: what the budget counts for
+// it (the routing term for a hook of unknown length).
+func (g stopGroup) charted(m *mutate.Report) time.Duration {
+	if !g.stop.Known {
 		return m.Budget.Routing
 	}
-	return m.Hook
+	return g.stop.Hook
 }
 
-func hookValue(m *mutate.Report) string {
+func (g stopGroup) value() string {
 	switch {
-	case unknownHook(m):
+	case !g.stop.Known:
 		return "?"
-	case m.Hook == 0:
+	case g.stop.Hook == 0:
 		return "none"
 	}
-	return budget.Format(m.Hook)
+	return budget.Format(g.stop.Hook)
 }
 
-func hookNote(m *mutate.Report) string {
-	if unknownHook(m) {
-		return "unknown length (see warnings); budget and chart count " + budget.Format(m.Budget.Routing) + " for it"
+// sigterm names who gets SIGTERM: "SIGTERM" alone for a single group.
+func (g stopGroup) sigterm(multi bool) string {
+	if !multi {
+		return "SIGTERM"
 	}
-	if m.Hook == 0 {
-		return "the app must keep serving for the routing time after SIGTERM"
-	}
-	i := slices.IndexFunc(m.Changes, func(c mutate.Change) bool { return c.Reason == mutate.ChangePreStop })
+	return "SIGTERM to " + strings.Join(g.names, ", ")
+}
+
+func (g stopGroup) note(m *mutate.Report) string {
+	multi := len(stopGroups(m)) > 1
 	switch {
-	case i < 0:
-		return "already in the spec; SIGTERM waits for it"
+	case !g.stop.Known:
+		return "unknown length (see warnings); budget and chart count " + budget.Format(m.Budget.Routing) + " for it"
+	case g.stop.Hook == 0:
+		return "the app must keep serving for the routing time after SIGTERM"
+	case !g.stop.Added:
+		return "already in the spec; " + g.sigterm(multi) + " waits for it"
 	case m.Applied:
-		return "graceguard adds " + m.Changes[i].Summary + "; SIGTERM waits for it"
+		return "graceguard adds " + g.stop.Desc + "; " + g.sigterm(multi) + " waits for it"
 	}
-	return "enforce would add " + m.Changes[i].Summary + "; SIGTERM waits for it"
+	return "enforce would add " + g.stop.Desc + "; " + g.sigterm(multi) + " waits for it"
+}
+
+// title names a group's timeline: its containers and their hook.
+func (g stopGroup) title(m *mutate.Report) string {
+	what := plural(len(g.names), "container")
+	what = strings.TrimPrefix(strings.TrimPrefix(what, "1 "), fmt.Sprint(len(g.names))+" ")
+	hook := "no preStop hook"
+	switch {
+	case !g.stop.Known:
+		hook = "preStop " + g.stop.Desc + ", unknown length"
+	case g.stop.Hook > 0 && g.stop.Added && m.Applied:
+		hook = "preStop " + g.stop.Desc + ", added by graceguard"
+	case g.stop.Hook > 0 && g.stop.Added:
+		hook = "preStop " + g.stop.Desc + ", enforce would add it"
+	case g.stop.Hook > 0:
+		hook = "preStop " + g.stop.Desc + ", in the spec"
+	}
+	return what + " " + strings.Join(g.names, ", ") + " (" + hook + ")"
 }
 
 func writeChanges(p *printer, m *mutate.Report) {
@@ -229,4 +381,40 @@ func writeChanges(p *printer, m *mutate.Report) {
 	for _, c := range m.Changes {
 		p.line("    %s", c.String())
 	}
+}
+
+// basisWord says what kind of number a profile's is, for people.
+func basisWord(b string) string {
+	switch b {
+	case budget.BasisMeasurement:
+		return "measured"
+	case budget.BasisRecommendation:
+		return "recommended, not measured"
+	case budget.BasisDerived:
+		return "derived from defaults, not measured"
+	}
+	return "set by the cluster's operators"
+}
+
+// proxyNote says what the mesh proxy adds to the budget and why, in lines.
+func proxyNote(m *mutate.Report) []string {
+	mr := m.Mesh
+	if mr == nil {
+		return []string{""}
+	}
+	who := string(mr.Mesh) + " proxy (to be injected)"
+	if mr.Proxy != "" {
+		who = mr.Proxy
+		if mr.Native {
+			who += ", native sidecar"
+		}
+	}
+	if mr.Native || (mr.Proxy == "" && mr.Mesh == mutate.MeshIstio) {
+		return []string{who + ":", mr.ExitWhy}
+	}
+	wait := "waits " + budget.Format(mr.Wait)
+	if !mr.WaitKnown {
+		wait = "waits at least " + budget.Format(mr.Wait)
+	}
+	return []string{fmt.Sprintf("%s %s before its SIGTERM (the app is done at %ds),", who, wait, mr.NeedWait), "then " + mr.ExitWhy}
 }

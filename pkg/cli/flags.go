@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -25,27 +26,43 @@ type inputFlags struct {
 	mode mutate.Mode
 	// annotations are the simulated namespace's graceguard annotations.
 	annotations map[string]string
-	opts        mutate.Options
+	// assumeOptedIn evaluates namespaces defined in the input as if opted
+	// in, with mode and annotations over their own.
+	assumeOptedIn bool
+	// namespaceSet records that -n was given.
+	namespaceSet bool
+	opts         mutate.Options
+	fs           *pflag.FlagSet
 }
 
 func bindInputFlags(cmd *cobra.Command) *inputFlags {
-	f := &inputFlags{namespace: "default", annotations: map[string]string{}, opts: mutate.DefaultOptions()}
+	f := &inputFlags{namespace: "default", annotations: map[string]string{}, opts: mutate.DefaultOptions(), fs: cmd.Flags()}
 	fs := cmd.Flags()
-	fs.StringArrayVarP(&f.files, "filename", "f", nil, "YAML or JSON file, directory of them, or - for stdin (repeatable)")
+	fs.StringArrayVarP(&f.files, "filename", "f", nil, "YAML or JSON file, directory of them, http(s) URL, or - for stdin (repeatable)")
 	fs.BoolVarP(&f.recursive, "recursive", "R", false, "read directories given with -f recursively")
+	bindNamespaceFlags(fs, f)
 	fs.StringVarP(&f.namespace, "namespace", "n", f.namespace, "namespace of objects that set none")
-	fs.Var(modeValue{&f.mode}, "mode", "simulate the namespace's "+mutate.LabelMode+" label: enforce or warn (default: --default-mode)")
-	fs.Var(annotationsValue{f.annotations}, "namespace-annotations",
-		"simulate the namespace's graceguard defaults (repeatable), e.g. "+mutate.AnnotationMaxWork+"=1m,"+mutate.AnnotationPreStop+"=exec")
 	config.BindOptions(fs, &f.opts)
 	return f
+}
+
+// bindNamespaceFlags binds the flags that shape the namespace objects are
+// evaluated in; audit shares them.
+func bindNamespaceFlags(fs *pflag.FlagSet, f *inputFlags) {
+	fs.Var(modeValue{&f.mode}, "mode", "evaluate as if the namespace's "+mutate.LabelMode+" label were this: enforce or warn (default: --default-mode)")
+	fs.Var(annotationsValue{f.annotations}, "namespace-annotations",
+		"evaluate as if the namespace carried these graceguard defaults (repeatable), e.g. "+mutate.AnnotationMaxWork+"=1m,"+mutate.AnnotationPreStop+"=exec")
+	fs.BoolVar(&f.assumeOptedIn, "assume-opted-in", false,
+		"evaluate Namespaces defined in the input as if labelled "+mutate.LabelInject+"="+mutate.LabelInjectEnabled+
+			", with --mode and --namespace-annotations over their own label and annotations (by default they are used as written, as the cluster would)")
 }
 
 // validate checks what pflag could not check flag by flag.
 func (f *inputFlags) validate() error {
 	if len(f.files) == 0 {
-		return fmt.Errorf("no input: give -f FILE (repeatable), -f DIRECTORY or -f - for stdin")
+		return fmt.Errorf("no input: give -f FILE (repeatable), -f DIRECTORY, -f URL or -f - for stdin")
 	}
+	f.namespaceSet = f.fs != nil && f.fs.Changed("namespace")
 	if errs := validation.IsDNS1123Label(f.namespace); len(errs) > 0 {
 		return fmt.Errorf("invalid argument %q for \"-n, --namespace\" flag: %s", f.namespace, strings.Join(errs, "; "))
 	}
@@ -134,24 +151,25 @@ func checkNamespaceDefault(key, value string) error {
 	return nil
 }
 
-// outputValue is --output of mutate.
-type outputValue struct{ s *string }
+// choiceValue is a flag that takes one of a few words.
+type choiceValue struct {
+	s       *string
+	choices []string
+}
 
-var outputFormats = []string{"yaml", "json"}
-
-func (v outputValue) String() string {
+func (v choiceValue) String() string {
 	if v.s == nil {
 		return ""
 	}
 	return *v.s
 }
 
-func (v outputValue) Set(s string) error {
-	if !slices.Contains(outputFormats, s) {
-		return fmt.Errorf("%q is not one of %s", s, strings.Join(outputFormats, ", "))
+func (v choiceValue) Set(s string) error {
+	if !slices.Contains(v.choices, s) {
+		return fmt.Errorf("%q is not one of %s", s, strings.Join(v.choices, ", "))
 	}
 	*v.s = s
 	return nil
 }
 
-func (v outputValue) Type() string { return "format" }
+func (v choiceValue) Type() string { return strings.Join(v.choices, "|") }

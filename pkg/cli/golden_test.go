@@ -32,6 +32,27 @@ func TestGolden(t *testing.T) {
 		{"explain-namespace-in-input", []string{"explain", "-f", "testdata/explain-namespace-in-input.yaml"}, ""},
 		{"check-namespace-in-input", []string{"check", "-f", "testdata/explain-namespace-in-input.yaml"}, ""},
 		{"explain-opted-out-and-skipped", []string{"explain", "-f", "testdata/check.yaml", "--mode", "warn"}, ""},
+		// Manifests shaped like real ones (pkg/manifest/testdata).
+		{"check-ingress-nginx", []string{"check", "-f", "../manifest/testdata/ingress-nginx.yaml"}, ""},
+		{"check-ingress-nginx-assume-opted-in", []string{"check", "-f", "../manifest/testdata/ingress-nginx.yaml", "--assume-opted-in", "--mode", "warn",
+			"--namespace-annotations", "graceguard.io/max-work=5m"}, ""},
+		{"explain-ingress-nginx-long-grace", []string{"explain", "-f", "../manifest/testdata/ingress-nginx.yaml", "--assume-opted-in"}, ""},
+		{"explain-injected-sidecar", []string{"explain", "-f", "../manifest/testdata/istio-injected.yaml"}, ""},
+		{"explain-sleep-infinity", []string{"explain", "-f", "../mutate/testdata/pod-sleep-infinity.yaml"}, ""},
+		{"check-patches-skipped", []string{"check", "-f", "../manifest/testdata/kustomize-patch.yaml", "-f", "../manifest/testdata/cronjob-patch.yaml"}, ""},
+		{"check-legacy-versions-and-list", []string{"check", "-f", "../manifest/testdata/legacy-versions.yaml", "-f", "../manifest/testdata/list.yaml"}, ""},
+		{"check-every-problem-at-once", []string{"check", "-f", "../mutate/testdata/pod-every-problem-at-once.yaml", "-f", "../mutate/testdata/pod-probe-port-undeclared.yaml"}, ""},
+		{"mutate-bookinfo", []string{"mutate", "-f", "../manifest/testdata/bookinfo.yaml"}, ""},
+		{"check-json", []string{"check", "-f", "testdata/check.yaml", "-f", "../manifest/testdata/kustomize-patch.yaml", "-o", "json"}, ""},
+		{"check-sarif", []string{"check", "-f", "testdata/check.yaml", "-f", "../mutate/testdata/pod-every-problem-at-once.yaml", "-o", "sarif", "--fail-on", "warning"}, ""},
+		{"explain-routing-profiles", []string{"explain", "-f", "testdata/explain-profile.yaml"}, ""},
+		{"explain-operator-profile", []string{"explain", "-f", "testdata/explain-default.yaml", "--routing-profile", "corp-lb=45s,grace-floor=90s", "--default-routing-profile", "corp-lb"}, ""},
+		{"explain-istio-classic", []string{"explain", "-f", "../mutate/testdata/pod-istio-drain-30s-injected.yaml"}, ""},
+		{"explain-linkerd-before-injection", []string{"explain", "-f", "testdata/explain-linkerd.yaml"}, ""},
+		{"explain-linkerd-injected", []string{"explain", "-f", "../mutate/testdata/pod-linkerd-longer-wait-injected.yaml"}, ""},
+		{"explain-platform-ceilings", []string{"explain", "-f", "testdata/explain-raise.yaml", "--karpenter-termination-grace-period=40s",
+			"--node-shutdown-grace-period=30s", "--node-shutdown-grace-period-critical-pods=15s"}, ""},
+		{"check-ceiling-deny", []string{"check", "-f", "testdata/explain-raise.yaml", "--karpenter-termination-grace-period=40s", "--karpenter-ceiling-action=deny"}, ""},
 	}
 	update := os.Getenv("UPDATE_GOLDEN") != ""
 	for _, tt := range tests {

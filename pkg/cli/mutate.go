@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
+
+	"github.com/graceguard/graceguard/pkg/manifest"
+	"github.com/graceguard/graceguard/pkg/mutate"
 )
 
 func newMutateCmd() *cobra.Command {
@@ -20,120 +23,151 @@ func newMutateCmd() *cobra.Command {
 
 Pods are printed as admitted; workloads with their Pod template as their Pods
 would be (the webhook itself never patches templates). Objects of other kinds,
-and objects graceguard skips, are printed unchanged. Fields graceguard does not
-know survive: the webhook's JSON patch is applied to the document as written.
+and objects graceguard skips, are printed unchanged.
+
+The YAML output is the input with graceguard's additions written into it:
+every byte of an object graceguard does not change is kept, and a changed
+object keeps its comments, key order, quoting, blank lines and layout, with
+the added fields at the end of the mapping that holds them (a List stays a
+List; documents written as JSON are printed as YAML). Pipe it into git diff
+or kubectl apply. -o json prints the patched objects as JSON.
+
 Warnings, and the denials the validating webhook would return, go to stderr;
-the exit code is 0 whatever they say (use check to gate on denials).`,
+the exit code is 0 whatever they say (use check to gate on them).`,
 		Example: `  kubectl graceguard mutate -f deploy.yaml
+  kubectl graceguard mutate -f deploy.yaml > deploy.new.yaml && git diff --no-index deploy.yaml deploy.new.yaml
   helm template . | kubectl graceguard mutate -f - --default-max-work=1m -o json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			objs, err := in.load(cmd.InOrStdin(), cmd.ErrOrStderr())
+			loaded, err := in.load(cmd.Context(), cmd.InOrStdin(), cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
-			for _, o := range objs {
+			for _, o := range loaded.objs {
 				reportToStderr(cmd.ErrOrStderr(), o)
 			}
-			return writeObjects(cmd.OutOrStdout(), objs, output)
+			if err := writeObjects(cmd.OutOrStdout(), loaded, output); err != nil {
+				return err
+			}
+			if t := count(loaded.objs); t.errors > 0 {
+				return notEvaluatedError{t.errors}
+			}
+			return nil
 		},
 	}
 	in = bindInputFlags(cmd)
-	cmd.Flags().VarP(outputValue{&output}, "output", "o", "output format: yaml (multi-document) or json (a List when there are several objects)")
+	cmd.Flags().VarP(choiceValue{&output, []string{"yaml", "json"}}, "output", "o",
+		"output format: yaml (the input with graceguard's additions) or json (a List when there are several documents)")
 	return cmd
 }
 
-// reportToStderr prints what the API server would tell the client.
+// reportToStderr prints what the API server would tell the client, in full.
 func reportToStderr(w io.Writer, o object) {
-	if o.res == nil {
+	switch verdictOf(o) {
+	case verdictError:
+		fmt.Fprintf(w, "error: %s: %v (printed unchanged)\n", o.ref(), o.err)
 		return
-	}
-	if r := o.res.Mutation; r.Skip != "" && !r.OptedOut {
-		fmt.Fprintf(w, "note: %s: skipped: %s\n", o.ref(), skipReason(r.Skip, o.ns))
-		return
-	}
-	for _, m := range warnings(o) {
-		fmt.Fprintf(w, "Warning: %s: %s\n", o.ref(), m)
-	}
-	if o.res.Validation.Err() != nil {
-		for _, v := range o.res.Validation.Violations {
-			fmt.Fprintf(w, "Denied: %s: %s\n", o.ref(), v.Err.Error())
-		}
-	}
-}
-
-// warnings are the admission warnings of both webhooks, as the API server
-// would show them.
-func warnings(o object) []string {
-	return once(o.res.Mutation.AdmissionWarnings(), o.res.Validation.AdmissionWarnings())
-}
-
-// once joins lists of messages, keeping the first of any repeated one: for
-// templates the validating webhook repeats the mutating one's advice.
-func once(lists ...[]string) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, l := range lists {
-		for _, m := range l {
-			if !seen[m] {
-				seen[m] = true
-				out = append(out, m)
-			}
-		}
-	}
-	return out
-}
-
-// writeObjects prints the objects as YAML documents or as JSON.
-func writeObjects(w io.Writer, objs []object, format string) error {
-	raws := make([][]byte, len(objs))
-	for i, o := range objs {
-		raws[i] = o.doc.Raw
+	case verdictSkipped:
 		if o.res != nil {
-			raws[i] = o.res.Object
+			_, why := skipOf(o)
+			fmt.Fprintf(w, "note: %s: skipped: %s\n", o.ref(), why)
+		}
+		return
+	}
+	for _, f := range findings(o) {
+		label := "Warning"
+		if f.Level == levelDenial {
+			label = "Denied"
+		}
+		fmt.Fprintf(w, "%s: %s: %s\n", label, o.ref(), f.Message)
+	}
+}
+
+// patches are the mutating webhook's patches, by document.
+func patches(objs []object) manifest.Patches {
+	bySource := map[string][]mutate.Operation{}
+	for _, o := range objs {
+		if o.evaluated() {
+			bySource[o.doc.Source] = o.res.Mutation.Patch()
 		}
 	}
+	return func(d manifest.Document) []mutate.Operation { return bySource[d.Source] }
+}
+
+// writeObjects prints the input with graceguard's changes: as YAML, each
+// file written back (separated by ---), or as JSON.
+func writeObjects(w io.Writer, in *input, format string) error {
+	p := patches(in.objs)
 	var buf bytes.Buffer
-	switch format {
-	case "json":
-		if len(raws) == 1 {
-			if err := json.Indent(&buf, raws[0], "", "  "); err != nil {
-				return err
-			}
-		} else {
-			list, err := json.Marshal(struct {
-				APIVersion string            `json:"apiVersion"`
-				Kind       string            `json:"kind"`
-				Items      []json.RawMessage `json:"items"`
-			}{"v1", "List", rawMessages(raws)})
+	if format == "json" {
+		var docs [][]byte
+		for _, f := range in.files {
+			got, err := f.PatchedJSON(p)
 			if err != nil {
 				return err
 			}
-			if err := json.Indent(&buf, list, "", "  "); err != nil {
+			docs = append(docs, got...)
+		}
+		var out []byte
+		switch len(docs) {
+		case 0:
+			out = []byte(`{"apiVersion":"v1","kind":"List","items":[]}`)
+		case 1:
+			out = docs[0]
+		default:
+			items, err := flattenLists(docs)
+			if err != nil {
+				return err
+			}
+			if out, err = json.Marshal(struct {
+				APIVersion string            `json:"apiVersion"`
+				Kind       string            `json:"kind"`
+				Items      []json.RawMessage `json:"items"`
+			}{"v1", "List", items}); err != nil {
 				return err
 			}
 		}
+		if err := json.Indent(&buf, out, "", "  "); err != nil {
+			return err
+		}
 		buf.WriteByte('\n')
-	default:
-		for i, raw := range raws {
-			y, err := yaml.JSONToYAML(raw)
+	} else {
+		for i, f := range in.files {
+			text, err := f.Render(p)
 			if err != nil {
 				return err
 			}
 			if i > 0 {
-				buf.WriteString("---\n")
+				if buf.Len() > 0 && !bytes.HasSuffix(buf.Bytes(), []byte("\n")) {
+					buf.WriteByte('\n')
+				}
+				if !bytes.HasPrefix(text, []byte("---")) {
+					buf.WriteString("---\n")
+				}
 			}
-			buf.Write(y)
+			buf.Write(text)
 		}
 	}
 	_, err := w.Write(buf.Bytes())
 	return err
 }
 
-func rawMessages(raws [][]byte) []json.RawMessage {
-	out := make([]json.RawMessage, len(raws))
-	for i, r := range raws {
-		out[i] = r
+// flattenLists makes one list of objects of documents that may be Lists.
+func flattenLists(docs [][]byte) ([]json.RawMessage, error) {
+	var out []json.RawMessage
+	for _, d := range docs {
+		var l struct {
+			Kind  string            `json:"kind"`
+			Items []json.RawMessage `json:"items"`
+		}
+		if err := json.Unmarshal(d, &l); err != nil {
+			return nil, err
+		}
+		if strings.HasSuffix(l.Kind, "List") && l.Items != nil {
+			out = append(out, l.Items...)
+			continue
+		}
+		out = append(out, d)
 	}
-	return out
+	return out, nil
 }

@@ -123,6 +123,8 @@ func BindOptions(fs *pflag.FlagSet, o *mutate.Options) {
 	fs.Var(choiceValue[mutate.PreStopHandler]{&o.PreStop, mutate.PreStopHandlers}, "prestop-handler", "default preStop hook: sleep (native sleep action), exec (sleep binary in the image) or none")
 	fs.Var(choiceValue[mutate.Mode]{&o.Mode, mutate.Modes}, "default-mode", "mode of opted-in namespaces without a "+mutate.LabelMode+" label: enforce or warn")
 	fs.StringSliceVar(&o.ExcludedNamespaces, "excluded-namespaces", o.ExcludedNamespaces, "namespaces never touched, whatever their labels")
+	bindRouting(fs, o)
+	bindCeilings(fs, o)
 }
 
 // Validate checks c, naming each flag at fault and the accepted values.

@@ -2,36 +2,62 @@
 // documents people keep in git: the kubectl plugin and the golden tests
 // both use it, so they see exactly what the webhook would do.
 //
-// Invariant: the output object is the input document with the webhook's
-// JSON patch applied, so fields this module's Go types do not know survive.
+// Invariants: the output object is the input document with the webhook's
+// JSON patch applied, so fields this module's Go types do not know survive;
+// written back as YAML (File.Render), a file keeps every byte graceguard
+// does not add to: comments, key order, quoting, blank lines, and Lists
+// stay Lists. A document graceguard cannot evaluate (a patch without a Pod
+// template, a kind it does not know) is reported as skipped, never fatal.
 package manifest
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	corev1 "k8s.io/api/core/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 	"sigs.k8s.io/yaml"
 
 	"github.com/graceguard/graceguard/pkg/mutate"
 )
 
+// Why the plugin leaves a document alone before either webhook would see it.
+// (The webhooks' own skip reasons are mutate's Skip* reasons.)
+const (
+	// SkipNotWorkload: neither a Pod nor one of mutate.Workloads.
+	SkipNotWorkload mutate.Reason = "not-a-workload"
+	// SkipNoTemplate: a workload without a Pod template, or a Pod without
+	// containers: a kustomize patch or another partial object, which the
+	// API server would refuse as it is.
+	SkipNoTemplate mutate.Reason = "no-pod-template"
+)
+
 // Document is one object read from a stream.
 type Document struct {
-	// Source says where it came from: "FILE#N" (N counts documents from 1).
+	// Source says where it came from: "FILE#N" (N counts documents from 1),
+	// "FILE#N.items[I]" for an item of a List.
 	Source     string
 	Raw        []byte // the object as JSON
 	APIVersion string
 	Kind       string
 	Namespace  string
 	Name       string
+	// File is the input it was read from (a path, a URL or "stdin"); Line
+	// and Column locate the object's first field in it (0 when unknown).
+	File         string
+	Line, Column int
+	// Pointer is the object's JSON pointer in its document: "" or, for an
+	// item of a List, "/items/I".
+	Pointer string
+	// node is the object's mapping in the parsed document, for Locate; nil
+	// when the document could be read as JSON but not parsed for positions.
+	node *kyaml.Node
+	// lineOffset is added to node lines: the document's first line in File.
+	lineOffset int
 }
 
 type header struct {
@@ -49,69 +75,55 @@ type header struct {
 // flattening Lists. Empty documents are skipped. An error names the source
 // and the document number.
 func Read(r io.Reader, source string) ([]Document, error) {
-	yr := utilyaml.NewYAMLReader(bufio.NewReader(r))
-	var docs []Document
-	for n := 1; ; n++ {
-		chunk, err := yr.Read()
-		if errors.Is(err, io.EOF) {
-			return docs, nil
-		}
-		src := fmt.Sprintf("%s#%d", source, n)
-		if err != nil {
-			return nil, fmt.Errorf("%s: reading YAML: %w", src, err)
-		}
-		if len(bytes.TrimSpace(stripComments(chunk))) == 0 {
-			continue
-		}
-		raw, err := yaml.YAMLToJSON(chunk)
-		if err != nil {
-			return nil, fmt.Errorf("%s: not valid YAML or JSON: %w", src, err)
-		}
-		if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-			continue
-		}
-		got, err := split(raw, src)
-		if err != nil {
-			return nil, err
-		}
-		docs = append(docs, got...)
+	f, err := ReadFile(r, source)
+	if err != nil {
+		return nil, err
 	}
+	return f.Documents(), nil
 }
 
-func split(raw []byte, src string) ([]Document, error) {
+// Documents are the objects of every document of the file, Lists flattened.
+func (f *File) Documents() []Document {
+	var out []Document
+	for _, c := range f.Chunks {
+		out = append(out, c.Objects...)
+	}
+	return out
+}
+
+// split reads one document's JSON into objects, flattening a List. node is
+// the document's root mapping (nil when unknown); pointer is its JSON
+// pointer in the document.
+func split(raw []byte, src, pointer string, node *kyaml.Node) ([]Document, bool, error) {
 	var h header
 	if err := json.Unmarshal(raw, &h); err != nil {
-		return nil, fmt.Errorf("%s: not a Kubernetes object (want a mapping with apiVersion and kind): %w", src, err)
+		return nil, false, fmt.Errorf("%s: not a Kubernetes object (want a mapping with apiVersion and kind): %w", src, err)
 	}
 	if h.Kind == "" || h.APIVersion == "" {
-		return nil, fmt.Errorf("%s: not a Kubernetes object: apiVersion and kind are required", src)
+		return nil, false, fmt.Errorf("%s: not a Kubernetes object: apiVersion and kind are required", src)
 	}
 	if strings.HasSuffix(h.Kind, "List") && h.Items != nil {
+		items := lookup(node, "items")
 		var out []Document
 		for i, item := range h.Items {
-			got, err := split(item, fmt.Sprintf("%s.items[%d]", src, i))
+			var in *kyaml.Node
+			if items != nil && items.Kind == kyaml.SequenceNode && i < len(items.Content) {
+				in = items.Content[i]
+			}
+			got, _, err := split(item, fmt.Sprintf("%s.items[%d]", src, i), fmt.Sprintf("%s/items/%d", pointer, i), in)
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			out = append(out, got...)
 		}
-		return out, nil
+		return out, true, nil
 	}
 	name := h.Metadata.Name
 	if name == "" && h.Metadata.GenerateName != "" {
 		name = h.Metadata.GenerateName
 	}
-	return []Document{{Source: src, Raw: raw, APIVersion: h.APIVersion, Kind: h.Kind, Namespace: h.Metadata.Namespace, Name: name}}, nil
-}
-
-func stripComments(b []byte) []byte {
-	var out [][]byte
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '#' {
-			out = append(out, line)
-		}
-	}
-	return bytes.Join(out, []byte("\n"))
+	d := Document{Source: src, Raw: raw, APIVersion: h.APIVersion, Kind: h.Kind, Namespace: h.Metadata.Namespace, Name: name, Pointer: pointer, node: node}
+	return []Document{d}, false, nil
 }
 
 // Supported reports whether graceguard acts on documents of this kind.
@@ -119,13 +131,25 @@ func (d Document) Supported() bool {
 	if d.Kind == "Pod" && d.APIVersion == "v1" {
 		return true
 	}
-	_, err := mutate.NewWorkload(d.Kind)
-	return err == nil && (strings.HasPrefix(d.APIVersion, "apps/") || strings.HasPrefix(d.APIVersion, "batch/"))
+	_, _, ok := mutate.LookupWorkloadVersion(d.APIVersion, d.Kind)
+	return ok
+}
+
+// Legacy returns the no longer served API version the document is written
+// with, or nil.
+func (d Document) Legacy() *mutate.LegacyVersion {
+	_, l, _ := mutate.LookupWorkloadVersion(d.APIVersion, d.Kind)
+	return l
 }
 
 // Result is what the webhooks would do with one document.
 type Result struct {
 	Doc Document
+	// Skip, when set, says why the document was not evaluated at all
+	// (SkipNoTemplate); SkipDetail says it for people. Then Mutation and
+	// Validation are nil and Object is the document as it was.
+	Skip       mutate.Reason
+	SkipDetail string
 	// Object is the document as the mutating webhook would leave it (for
 	// workloads: with its template as the Pods would be), as JSON.
 	Object []byte
@@ -133,9 +157,15 @@ type Result struct {
 	Mutation, Validation *mutate.Report
 }
 
-// Process runs both webhooks' decisions on a Pod or workload document.
+// Process runs both webhooks' decisions on a Pod or workload document. A
+// document without a Pod template is skipped (Result.Skip); an error means
+// the document does not decode as its kind.
 func Process(d Document, ns mutate.Namespace, opts mutate.Options) (Result, error) {
 	res := Result{Doc: d, Object: d.Raw}
+	if detail := missingTemplate(d); detail != "" {
+		res.Skip, res.SkipDetail = SkipNoTemplate, detail
+		return res, nil
+	}
 	target, err := decode(d)
 	if err != nil {
 		return res, err
@@ -162,6 +192,47 @@ func Process(d Document, ns mutate.Namespace, opts mutate.Options) (Result, erro
 	return res, nil
 }
 
+// missingTemplate says what a Pod or workload lacks to be evaluated, or "".
+// The API server refuses such objects, so they are patches or fragments
+// (kustomize's `spec: {replicas: 3}`, a CronJob without jobTemplate); their
+// Pods are checked where the whole object is.
+func missingTemplate(d Document) string {
+	var obj map[string]any
+	if json.Unmarshal(d.Raw, &obj) != nil {
+		return "" // decode reports it
+	}
+	ptr := ""
+	if d.Kind != "Pod" {
+		w, _, ok := mutate.LookupWorkloadVersion(d.APIVersion, d.Kind)
+		if !ok {
+			return ""
+		}
+		ptr = w.Pointer()
+	}
+	at := func(p string) any {
+		var v any = obj
+		for _, tok := range strings.Split(strings.TrimPrefix(p, "/"), "/") {
+			m, ok := v.(map[string]any)
+			if !ok {
+				return nil
+			}
+			v = m[tok]
+		}
+		return v
+	}
+	path := strings.ReplaceAll(strings.TrimPrefix(ptr+"/spec/containers", "/"), "/", ".")
+	if d.Kind != "Pod" {
+		if _, ok := at(ptr).(map[string]any); !ok {
+			return fmt.Sprintf("no Pod template (%s): a patch or a fragment? Check the whole object, e.g. kustomize build DIR | kubectl graceguard check -f -",
+				strings.ReplaceAll(strings.TrimPrefix(ptr, "/"), "/", "."))
+		}
+	}
+	if cs, ok := at(ptr + "/spec/containers").([]any); !ok || len(cs) == 0 {
+		return fmt.Sprintf("no containers (%s): a patch or a fragment? Check the whole object, e.g. kustomize build DIR | kubectl graceguard check -f -", path)
+	}
+	return ""
+}
+
 func decode(d Document) (mutate.Target, error) {
 	if d.Kind == "Pod" {
 		var pod corev1.Pod
@@ -170,14 +241,20 @@ func decode(d Document) (mutate.Target, error) {
 		}
 		return mutate.ForPod(&pod), nil
 	}
-	obj, err := mutate.NewWorkload(d.Kind)
-	if err != nil {
-		return mutate.Target{}, fmt.Errorf("%s: %w", d.Source, err)
+	w, _, ok := mutate.LookupWorkloadVersion(d.APIVersion, d.Kind)
+	if !ok {
+		return mutate.Target{}, fmt.Errorf("%s: unsupported kind %s %s: want v1 Pod or one of %v", d.Source, d.APIVersion, d.Kind, mutate.WorkloadKinds)
 	}
+	// A legacy version's Pod template has the served version's shape.
+	obj := w.New()
 	if err := json.Unmarshal(d.Raw, obj); err != nil {
 		return mutate.Target{}, fmt.Errorf("%s: decoding %s %s: %w", d.Source, d.Kind, d.Name, err)
 	}
-	return mutate.ForWorkload(obj)
+	t, err := mutate.ForWorkload(obj)
+	if err != nil {
+		return t, fmt.Errorf("%s: %w", d.Source, err)
+	}
+	return t, nil
 }
 
 // ApplyPatch applies JSON patch operations to a JSON document, as the API
@@ -199,17 +276,36 @@ func ApplyPatch(doc []byte, ops []mutate.Operation) ([]byte, error) {
 // with the given labels and annotations (what --namespace-annotations
 // simulates).
 func NamespaceFor(name string, docs []Document, labels, annotations map[string]string) mutate.Namespace {
-	for _, d := range docs {
-		if d.Kind == "Namespace" && d.Name == name {
-			var ns corev1.Namespace
-			if json.Unmarshal(d.Raw, &ns) == nil {
-				return mutate.Namespace{Name: name, Labels: ns.Labels, Annotations: ns.Annotations}
-			}
-		}
+	if ns, ok := NamespaceIn(name, docs); ok {
+		return ns
 	}
 	l := map[string]string{mutate.LabelInject: mutate.LabelInjectEnabled}
 	for k, v := range labels {
 		l[k] = v
 	}
 	return mutate.Namespace{Name: name, Labels: l, Annotations: annotations}
+}
+
+// NamespaceIn returns the Namespace document of that name in docs, as
+// graceguard reads it.
+func NamespaceIn(name string, docs []Document) (mutate.Namespace, bool) {
+	for _, d := range docs {
+		if d.Kind == "Namespace" && d.APIVersion == "v1" && d.Name == name {
+			var ns corev1.Namespace
+			if json.Unmarshal(d.Raw, &ns) == nil {
+				return mutate.Namespace{Name: name, Labels: ns.Labels, Annotations: ns.Annotations}, true
+			}
+		}
+	}
+	return mutate.Namespace{}, false
+}
+
+// toJSON converts one YAML or JSON document to JSON the way kubectl reads
+// it (sigs.k8s.io/yaml).
+func toJSON(doc []byte) ([]byte, error) {
+	raw, err := yaml.YAMLToJSON(doc)
+	if err != nil {
+		return nil, err
+	}
+	return bytes.TrimSpace(raw), nil
 }

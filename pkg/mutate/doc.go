@@ -10,6 +10,10 @@
 //   - Mutate only adds: it never removes or rewrites a field the user set,
 //     and its Patch contains only "add" operations.
 //   - Mutate is idempotent: mutating its own output changes nothing.
-//   - After Mutate, the Pod's grace period covers its budget, or Validate
-//     reports why it cannot.
+//   - After Mutate, the Pod's grace period covers its budget (a mesh
+//     proxy's exit and a routing profile's grace floor included), or
+//     Validate reports why it cannot.
+//   - What it decides about a mesh proxy depends only on the Pod's final
+//     shape and annotations, so the stored Pod is the same whether the
+//     mesh's injector runs before or after graceguard (mesh.go).
 package mutate

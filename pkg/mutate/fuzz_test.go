@@ -24,6 +24,7 @@ func FuzzMutate(f *testing.F) {
 	f.Add("8", "30s", "5s", "exec", uint8(2), int64(15), int64(20), "/ready", true)
 	f.Add("1500ms", "0", "0", "none", uint8(3), int64(-1), int64(1), "/", false)
 	f.Add("banana", "1h", "2h", "wait", uint8(0), int64(40), int64(30), "x", true)
+	f.Add("5s", "auto", "3s", "sleep", uint8(2), int64(-1), int64(30), "/ready", false)
 	f.Fuzz(func(t *testing.T, routing, work, margin, prestop string, nContainers uint8, hook, grace int64, readiness string, namedPorts bool) {
 		pod := &corev1.Pod{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},

@@ -188,3 +188,12 @@ func secs(n int64) time.Duration {
 	}
 	return time.Duration(n) * time.Second
 }
+
+// PreStopLength reads how long a preStop hook lasts, as the budget counts
+// it: exact when known is true, else a lower bound (often 0) for hooks
+// whose length cannot be read from the spec (HTTP, scripts doing more
+// than sleep).
+func PreStopLength(h *corev1.LifecycleHandler) (d time.Duration, known bool) {
+	hl := preStopLength(h)
+	return hl.D, hl.Known
+}

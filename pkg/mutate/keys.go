@@ -9,20 +9,32 @@ const (
 	LabelMode = "graceguard.io/mode"
 )
 
+// LabelTreated marks every Pod whose budget graceguard enforced, so that
+// the shutdown observer watches those Pods through a label selector and
+// never all Pods of the cluster. Written by graceguard, never by users.
+const (
+	LabelTreated      = "graceguard.io/treated"
+	LabelTreatedValue = "true"
+)
+
 // Pod annotations, set by app teams. The four budget keys, PreStop and the
 // probe keys also work on a Namespace, as defaults for its Pods.
 const (
-	AnnotationRoutingDelay   = "graceguard.io/routing-delay"
-	AnnotationMaxWork        = "graceguard.io/max-work"
-	AnnotationCleanup        = "graceguard.io/cleanup"
-	AnnotationSafetyMargin   = "graceguard.io/safety-margin"
-	AnnotationPreStop        = "graceguard.io/prestop"
-	AnnotationContainers     = "graceguard.io/containers"
-	AnnotationReadinessPath  = "graceguard.io/readiness-path"
-	AnnotationLivenessPath   = "graceguard.io/liveness-path"
-	AnnotationProbePort      = "graceguard.io/probe-port"
-	AnnotationInject         = "graceguard.io/inject"
-	AnnotationBudget         = "graceguard.io/budget"
+	AnnotationRoutingDelay  = "graceguard.io/routing-delay"
+	AnnotationMaxWork       = "graceguard.io/max-work"
+	AnnotationCleanup       = "graceguard.io/cleanup"
+	AnnotationSafetyMargin  = "graceguard.io/safety-margin"
+	AnnotationPreStop       = "graceguard.io/prestop"
+	AnnotationContainers    = "graceguard.io/containers"
+	AnnotationReadinessPath = "graceguard.io/readiness-path"
+	AnnotationLivenessPath  = "graceguard.io/liveness-path"
+	AnnotationProbePort     = "graceguard.io/probe-port"
+	AnnotationInject        = "graceguard.io/inject"
+	AnnotationBudget        = "graceguard.io/budget"
+	// AnnotationMaxWorkFloor and AnnotationMaxWorkCeiling bound the value
+	// graceguard.io/max-work: auto takes.
+	AnnotationMaxWorkFloor   = "graceguard.io/max-work-floor"
+	AnnotationMaxWorkCeiling = "graceguard.io/max-work-ceiling"
 	annotationMirror         = "kubernetes.io/config.mirror"
 	defaultGracePeriodSecond = 30
 )
@@ -32,4 +44,6 @@ const (
 var NamespaceDefaultKeys = []string{
 	AnnotationRoutingDelay, AnnotationMaxWork, AnnotationCleanup, AnnotationSafetyMargin,
 	AnnotationPreStop, AnnotationReadinessPath, AnnotationLivenessPath, AnnotationProbePort,
+	AnnotationRoutingProfile,
+	AnnotationMaxWorkFloor, AnnotationMaxWorkCeiling,
 }

@@ -35,7 +35,7 @@ func Mutate(t Target, ns Namespace, opts Options) *Report {
 		return r
 	}
 	p := newPaths(t.MetaPath, ns.Name)
-	s, bad := resolve(t.Meta.Annotations, ns, opts, p)
+	s, bad := settingsFor(t, ns, opts, p)
 	r.Mode = s.Mode
 	if s.OptOut {
 		r.Skip, r.OptedOut = SkipOptedOut, true
@@ -72,24 +72,30 @@ func skip(t Target, ns Namespace, opts Options) Reason {
 // mutate changes t and records every change in r.
 func mutate(t Target, s Settings, p paths, bad []Finding, r *Report) {
 	targets, tbad := selectTargets(t, s, p)
+	targets = appTargets(targets)
 	if bad = append(bad, tbad...); len(bad) > 0 {
 		r.Violations = bad
 		return
 	}
+	autoWork(t, &s, p, r)
 	r.Budget, r.Hook = effectiveBudget(s, targets, r)
 	r.Sources = maps.Clone(s.Sources)
 	if r.Budget.Routing > s.Budget.Routing {
 		r.Sources[budget.Routing] = FromHook
 	}
-	need := r.Budget.Grace()
-	if f := budget.Check(r.Budget, r.Grace, s.maxGrace); f.OverCap() {
-		r.Violations = append(r.Violations, overCap(t, f))
+	plan, f, ok := prepare(t, s, r, true)
+	if !ok {
+		for _, c := range targets {
+			r.Stops = append(r.Stops, stopOf(c, false))
+		}
 		return
 	}
+	need := f.Need
 
 	sleep := budget.CeilSeconds(s.Budget.Routing)
 	for _, c := range targets {
 		if s.PreStop == PreStopNone || sleep == 0 || (c.c.Lifecycle != nil && c.c.Lifecycle.PreStop != nil) {
+			r.Stops = append(r.Stops, stopOf(c, false))
 			continue
 		}
 		h := preStopHandler(s.PreStop, sleep)
@@ -102,22 +108,26 @@ func mutate(t Target, s Settings, p paths, bad []Finding, r *Report) {
 			ch.Op = add(c.pointer+"/lifecycle/preStop", h)
 		}
 		r.Changes = append(r.Changes, ch)
+		r.Stops = append(r.Stops, stopOf(c, true))
 	}
 
-	addProbes(targets, s, p, r)
+	plan.apply(t, r)
+	if !plan.skipProbes(p, r) {
+		addProbes(targets, s, p, r)
+	}
 
 	if need > r.Grace {
 		r.Changes = append(r.Changes, Change{
 			Reason:  ChangeGrace,
 			Path:    t.SpecPath.Child("terminationGracePeriodSeconds"),
-			Summary: fmt.Sprintf("%d -> %d (%s)", r.Grace, need, r.Budget.Arithmetic()),
+			Summary: fmt.Sprintf("%d -> %s", r.Grace, needText(f, s, "")),
 			Op:      add(t.specPointer()+"/terminationGracePeriodSeconds", need),
 		})
 		t.Spec.TerminationGracePeriodSeconds = &need
 		r.Grace = need
 	}
 
-	advise(targets, r)
+	advise(targets, s.ReadinessPath != "", r)
 
 	note := r.Budget.Annotation(r.Grace)
 	if t.Meta.Annotations[AnnotationBudget] != note {
@@ -136,6 +146,31 @@ func mutate(t Target, s Settings, p paths, bad []Finding, r *Report) {
 		t.Meta.Annotations[AnnotationBudget] = note
 		r.Changes = append(r.Changes, ch)
 	}
+
+	// The shutdown observer selects Pods by this label, so that it never
+	// watches all Pods. A value already there is kept (Mutate only adds).
+	// Only Pods: on a template it would be noise in the manifests people
+	// keep (the Pods get it at admission anyway).
+	if _, ok := t.Meta.Labels[LabelTreated]; !ok && !t.Template {
+		ch := Change{Reason: ChangeTreated, Path: t.MetaPath.Child("labels").Key(LabelTreated), Summary: LabelTreatedValue}
+		if t.Meta.Labels == nil {
+			t.Meta.Labels = map[string]string{}
+			ch.Op = add(t.metaPointer()+"/labels", map[string]string{LabelTreated: LabelTreatedValue})
+		} else {
+			ch.Op = add(t.metaPointer()+"/labels/"+escape(LabelTreated), LabelTreatedValue)
+		}
+		t.Meta.Labels[LabelTreated] = LabelTreatedValue
+		r.Changes = append(r.Changes, ch)
+	}
+}
+
+func stopOf(c container, added bool) ContainerStop {
+	var h *corev1.LifecycleHandler
+	if c.c.Lifecycle != nil {
+		h = c.c.Lifecycle.PreStop
+	}
+	hl := preStopLength(h)
+	return ContainerStop{Name: c.c.Name, Hook: hl.D, Known: hl.Known, Desc: hl.Desc, Added: added}
 }
 
 func preStopHandler(h PreStopHandler, seconds int64) *corev1.LifecycleHandler {
@@ -280,14 +315,14 @@ func effectiveBudget(s Settings, targets []container, r *Report) (budget.Budget,
 	return b, hook
 }
 
-func overCap(t Target, f budget.Fit) Finding {
+func overCap(t Target, f budget.Fit, s Settings) Finding {
 	if f.Budget.Routing == infinite {
 		return Finding{DenyBudgetOverCap, field.Invalid(t.SpecPath.Child("terminationGracePeriodSeconds"), "infinity",
 			"a preStop hook that never ends fits no grace period; make it finish")}
 	}
 	return Finding{DenyBudgetOverCap, field.Invalid(t.SpecPath.Child("terminationGracePeriodSeconds"), f.Need,
-		fmt.Sprintf("the budget needs %ds (%s), over the cluster cap of %s (--max-grace-period, the cluster autoscaler's limit); lower %s",
-			f.Need, f.Budget.Arithmetic(), budget.Format(f.Cap), KeyFor(f.Budget.Largest())))}
+		fmt.Sprintf("the budget needs %s, over the cluster cap of %s (--max-grace-period, the cluster autoscaler's limit); lower %s",
+			needText(f, s, "s"), budget.Format(f.Cap), KeyFor(f.Budget.Largest())))}
 }
 
 // addProbes adds readiness and liveness probes from the annotations to
@@ -329,11 +364,11 @@ func addProbes(targets []container, s Settings, p paths, r *Report) {
 			})
 		}
 		if !covered {
-			why := "no port to probe; set " + AnnotationProbePort
 			if s.ProbePort != nil {
-				why = "no container declares port " + strconv.Quote(s.ProbePort.String())
+				r.warn(WarnNoProbePort, p.pod.Key(pr.key), pr.path, "no container declares port %q; no probe added", s.ProbePort.String())
+				continue
 			}
-			r.warn(WarnNoProbePort, p.pod.Key(pr.key), pr.path, "%s; no probe added", why)
+			r.warn(WarnNoProbePort, p.pod.Key(pr.key), pr.path, "no port to probe; set %s; no probe added", AnnotationProbePort)
 		}
 	}
 }
@@ -360,8 +395,10 @@ func probePort(c *corev1.Container, want *intstr.IntOrString) (intstr.IntOrStrin
 	return intstr.IntOrString{}, false
 }
 
-// advise adds the warnings about the final containers.
-func advise(targets []container, r *Report) {
+// advise adds the warnings about the final containers. asked says a
+// readiness path is set: then a container left without a probe is
+// already explained (no port to probe), not told to set the path.
+func advise(targets []container, asked bool, r *Report) {
 	for _, c := range targets {
 		if isShellForm(c.c) {
 			f := "command"
@@ -376,7 +413,7 @@ func advise(targets []container, r *Report) {
 			r.warn(WarnLivenessIsReadiness, c.path.Child("livenessProbe"), "",
 				"same check as readinessProbe; draining would trigger restarts")
 		}
-		if len(c.c.Ports) > 0 && c.c.ReadinessProbe == nil {
+		if len(c.c.Ports) > 0 && c.c.ReadinessProbe == nil && !asked {
 			r.warn(WarnNoReadiness, c.path.Child("readinessProbe"), "",
 				"serving container has none; set %s", AnnotationReadinessPath)
 		}

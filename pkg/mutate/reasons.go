@@ -3,6 +3,8 @@ package mutate
 import (
 	"fmt"
 	"strings"
+
+	"github.com/graceguard/graceguard/pkg/budget"
 )
 
 // reasonDocs explains each reason for people; the table in
@@ -15,27 +17,39 @@ var reasonDocs = map[Reason]struct{ kind, text string }{
 	SkipOptedOut:            {"skip", "The Pod set `graceguard.io/inject: \"false\"`: no mutation, no budget check; hooks are still checked against grace."},
 	SkipNotApplicable:       {"skip", "An operation graceguard does not act on (Pod UPDATE/DELETE, a workload update that leaves the template alone)."},
 	ChangePreStop:           {"change", "A preStop hook sleeping the routing delay (whole seconds, rounded up) was added to a container without one."},
-	ChangeGrace:             {"change", "`terminationGracePeriodSeconds` was raised to the budget's sum (never lowered)."},
+	ChangeGrace:             {"change", "`terminationGracePeriodSeconds` was raised to the budget's sum, or to the routing profile's grace floor (never lowered)."},
 	ChangeReadiness:         {"change", "A readiness probe from `graceguard.io/readiness-path` was added where none existed."},
 	ChangeLiveness:          {"change", "A liveness probe from `graceguard.io/liveness-path` was added where none existed."},
 	ChangeBudget:            {"change", "The `graceguard.io/budget` annotation records the terms and the grace."},
+	ChangeTreated:           {"change", "The label `graceguard.io/treated: \"true\"` marks the Pod for the shutdown observer, whose watch selects this label and no other Pod (added when absent; Pods only, never templates)."},
 	WarnShellForm:           {"warning", "The container runs through `sh -c` without `exec`: the shell may not forward SIGTERM."},
 	WarnLivenessIsReadiness: {"warning", "Liveness and readiness probe the same endpoint: a draining app would fail liveness and be restarted."},
 	WarnNoReadiness:         {"warning", "A container declares ports but has no readiness probe."},
 	WarnHookUnknownLength:   {"warning", "An existing preStop hook's length cannot be read (HTTP, or a script doing more than sleep); the budget counts the routing delay or its known sleeps."},
 	WarnNoProbePort:         {"warning", "A probe path was asked for but no treated container has a port to probe."},
 	WarnWouldChange:         {"warning", "Warn mode: what enforce mode would have changed."},
+	WarnAutoWork:            {"warning", "`graceguard.io/max-work: auto`: the work term graceguard chose, and from what (the workload's ShutdownReport, its floor or its ceiling)."},
 	DenyHookExceedsGrace:    {"denial", "A preStop hook lasts as long as or longer than the grace period it runs in (the Pod's, or a liveness/startup probe's): the kubelet would kill it."},
-	DenyBudgetExceedsGrace:  {"denial", "routing + work + cleanup + margin is more than `terminationGracePeriodSeconds`."},
-	DenyBudgetOverCap:       {"denial", "The budget needs more grace than `--max-grace-period` (default 10m, the cluster autoscaler's cap)."},
-	DenyInvalidAnnotation:   {"denial", "A `graceguard.io/*` annotation on the Pod (or template) does not parse, is negative, over 1h, longer than 4096 bytes, or names no container."},
-	DenyInvalidNamespace:    {"denial", "A `graceguard.io/*` label or annotation on the namespace does not parse."},
+	DenyBudgetExceedsGrace:  {"denial", "routing + work + cleanup (+ mesh proxy) + margin, or the routing profile's grace floor, is more than `terminationGracePeriodSeconds`."},
+	DenyBudgetOverCap:       {"denial", "The budget (or its routing profile's grace floor) needs more grace than `--max-grace-period` (default 10m, the cluster autoscaler's cap)."},
+	DenyInvalidAnnotation:   {"denial", "A `graceguard.io/*` annotation on the Pod (or template) does not parse, is negative, over 1h, longer than 4096 bytes, names no container, or names an unknown routing profile."},
+	DenyInvalidNamespace:    {"denial", "A `graceguard.io/*` label or annotation on the namespace does not parse or names an unknown routing profile."},
+	ChangeProxyWait:         {"change", "A classic mesh proxy sidecar (`istio-proxy`, `linkerd-proxy`) got a preStop wait as long as the app's whole shutdown (routing + work + cleanup), so it exits after the app; for Linkerd in the injector's own `/bin/sleep N` shape (docs/meshes.md)."},
+	ChangeMeshAnnotation:    {"change", "`config.alpha.linkerd.io/proxy-wait-before-exit-seconds` was set to the app's whole shutdown, so Linkerd's injector gives its proxy that wait."},
+	WarnMeshProbes:          {"warning", "An Istio Pod asked for probes (`graceguard.io/readiness-path`, `liveness-path`): none are added, because Istio rewrites probes at injection and only one webhook order would see them; declare them in the spec."},
+	WarnOverCeiling:         {"warning", "The budget needs more grace than a platform ceiling grants (Karpenter's `terminationGracePeriod`, graceful node shutdown's share for regular Pods): the Pod is cut short in that event."},
+	DenyProxyExitsEarly:     {"denial", "A mesh proxy's own wait (its preStop, or Linkerd's `proxy-wait-before-exit-seconds`) ends before the app's shutdown does: the proxy would exit and cut the app's last requests."},
+	DenyInvalidMeshSetting:  {"denial", "A mesh setting graceguard relies on does not parse as the mesh reads it (`proxy.istio.io/config`, Linkerd's `config.*` annotations)."},
+	DenyOverCeiling:         {"denial", "The budget needs more grace than a platform ceiling configured to deny grants (`--karpenter-ceiling-action=deny`, `--node-shutdown-ceiling-action=deny`)."},
 	DenyNotMutated:          {"denial", "Enforce mode, and a treated container lacks the preStop sleep graceguard adds: the mutating webhook did not run (its `Ignore` failure policy during an outage). The controller's retry is mutated."},
 	DenyTooManyContainers:   {"denial", "More than 32 containers to treat in one Pod (the bound that keeps every answer small): name the ones that serve traffic in `graceguard.io/containers`, or opt the Pod out."},
 }
 
 // Describe explains a reason in one sentence.
 func Describe(r Reason) string { return reasonDocs[r].text }
+
+// KindOf says what a reason is: "skip", "change", "warning" or "denial".
+func KindOf(r Reason) string { return reasonDocs[r].kind }
 
 // ReasonsTable renders every reason as a Markdown table for the docs.
 func ReasonsTable() string {
@@ -44,6 +58,21 @@ func ReasonsTable() string {
 	for _, r := range AllReasons {
 		d := reasonDocs[r]
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", r, d.kind, d.text)
+	}
+	return b.String()
+}
+
+// ProfilesTable renders the built-in routing profiles as a Markdown table
+// for docs/routing-profiles.md, so the page and the code never disagree.
+func ProfilesTable() string {
+	var b strings.Builder
+	b.WriteString("| profile | routing delay (preStop sleep) | grace floor | basis | in short |\n|---|---|---|---|---|\n")
+	for _, p := range budget.BuiltinProfiles() {
+		floor := "none"
+		if p.GraceFloor > 0 {
+			floor = fmt.Sprintf("%ds", budget.CeilSeconds(p.GraceFloor))
+		}
+		fmt.Fprintf(&b, "| `%s` | %ds | %s | %s | %s |\n", p.Name, budget.CeilSeconds(p.Routing), floor, p.Basis, p.Source)
 	}
 	return b.String()
 }

@@ -18,8 +18,20 @@ func TestEveryReasonIsDescribed(t *testing.T) {
 
 // The reasons table in docs/annotations.md is generated from the code.
 func TestDocsListEveryReason(t *testing.T) {
-	const path = "../../docs/annotations.md"
-	const begin, end = "<!-- reasons:begin -->\n", "<!-- reasons:end -->"
+	generated(t, "../../docs/annotations.md", "reasons", mutate.ReasonsTable())
+}
+
+// The built-in routing profiles in docs/routing-profiles.md are generated
+// from the code.
+func TestDocsListEveryProfile(t *testing.T) {
+	generated(t, "../../docs/routing-profiles.md", "profiles", mutate.ProfilesTable())
+}
+
+// generated checks (UPDATE_GOLDEN=1: rewrites) the part of a page between
+// <!-- name:begin --> and <!-- name:end -->.
+func generated(t *testing.T, path, name, table string) {
+	t.Helper()
+	begin, end := "<!-- "+name+":begin -->\n", "<!-- "+name+":end -->"
 	doc, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -27,9 +39,9 @@ func TestDocsListEveryReason(t *testing.T) {
 	s := string(doc)
 	i, j := strings.Index(s, begin), strings.Index(s, end)
 	if i < 0 || j < i {
-		t.Fatalf("%s lacks the reasons markers", path)
+		t.Fatalf("%s lacks the %s markers", path, name)
 	}
-	want := s[:i+len(begin)] + mutate.ReasonsTable() + s[j:]
+	want := s[:i+len(begin)] + table + s[j:]
 	if os.Getenv("UPDATE_GOLDEN") != "" {
 		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
 			t.Fatal(err)

@@ -33,6 +33,11 @@ const (
 	ChangeReadiness Reason = "readiness-probe-added"
 	ChangeLiveness  Reason = "liveness-probe-added"
 	ChangeBudget    Reason = "budget-recorded"
+	ChangeTreated   Reason = "treated-label-added"
+	// ChangeProxyWait and ChangeMeshAnnotation make a mesh proxy outlive
+	// the app (mesh.go).
+	ChangeProxyWait      Reason = "mesh-proxy-wait-added"
+	ChangeMeshAnnotation Reason = "mesh-annotation-added"
 )
 
 // Advice that does not block admission.
@@ -43,6 +48,9 @@ const (
 	WarnHookUnknownLength   Reason = "prestop-unknown-length"
 	WarnNoProbePort         Reason = "no-probe-port"
 	WarnWouldChange         Reason = "would-change"
+	WarnAutoWork            Reason = "max-work-auto"
+	WarnMeshProbes          Reason = "mesh-probes-not-added"
+	WarnOverCeiling         Reason = "over-platform-ceiling"
 )
 
 // Why an object is denied (or, in warn mode, would be).
@@ -53,15 +61,20 @@ const (
 	DenyInvalidAnnotation  Reason = "invalid-annotation"
 	DenyInvalidNamespace   Reason = "invalid-namespace-setting"
 	DenyNotMutated         Reason = "not-mutated"
+	DenyProxyExitsEarly    Reason = "mesh-proxy-exits-early"
+	DenyInvalidMeshSetting Reason = "invalid-mesh-setting"
+	DenyOverCeiling        Reason = "budget-over-platform-ceiling"
 	DenyTooManyContainers  Reason = "too-many-containers"
 )
 
 // AllReasons lists every reason, for docs and for bounding metric labels.
 var AllReasons = []Reason{
 	SkipNotOptedIn, SkipExcluded, SkipMirrorPod, SkipOptedOut, SkipNotApplicable,
-	ChangePreStop, ChangeGrace, ChangeReadiness, ChangeLiveness, ChangeBudget,
-	WarnShellForm, WarnLivenessIsReadiness, WarnNoReadiness, WarnHookUnknownLength, WarnNoProbePort, WarnWouldChange,
+	ChangePreStop, ChangeGrace, ChangeReadiness, ChangeLiveness, ChangeBudget, ChangeTreated, ChangeProxyWait, ChangeMeshAnnotation,
+	WarnShellForm, WarnLivenessIsReadiness, WarnNoReadiness, WarnHookUnknownLength, WarnNoProbePort, WarnWouldChange, WarnAutoWork,
+	WarnMeshProbes, WarnOverCeiling,
 	DenyHookExceedsGrace, DenyBudgetExceedsGrace, DenyBudgetOverCap, DenyInvalidAnnotation, DenyInvalidNamespace, DenyNotMutated, DenyTooManyContainers,
+	DenyProxyExitsEarly, DenyInvalidMeshSetting, DenyOverCeiling,
 }
 
 // Change is one addition Mutate made.
@@ -172,6 +185,22 @@ type Report struct {
 	Sources map[budget.Term]Source
 	// Hook is the longest preStop hook of the treated containers.
 	Hook time.Duration
+	// Stops say how each treated container stops once the changes are
+	// made, in order: the kubelet runs a container's own preStop hook and
+	// then sends it SIGTERM, so containers with different hooks get
+	// SIGTERM at different times.
+	Stops []ContainerStop
+	// Profile is the routing profile that applied, if any; GraceFloor its
+	// floor in seconds (0 for none).
+	Profile    *ProfileUse
+	GraceFloor int64
+	// Mesh is what graceguard found and decided about a mesh proxy (nil
+	// without a mesh). Its part of the budget is Budget.Proxy.
+	Mesh *MeshReport
+	// Ceilings are the platform ceilings configured (for the chart of
+	// `kubectl graceguard explain`); exceeding them is a warning or a
+	// violation.
+	Ceilings []budget.Ceiling
 	// GraceBefore and Grace are the grace period as received and as left.
 	GraceBefore, Grace int64
 	Changes            []Change
@@ -180,6 +209,20 @@ type Report struct {
 	// Unlisted counts the violations found beyond MaxRecordedViolations,
 	// which are not in Violations.
 	Unlisted int
+}
+
+// ContainerStop is how one treated container stops: the preStop hook it
+// runs before its SIGTERM.
+type ContainerStop struct {
+	Name string
+	// Hook is the hook's length: exact when Known, else a lower bound;
+	// 0 with Known for no hook.
+	Hook  time.Duration
+	Known bool
+	// Desc describes the hook ("sleep 5s", "exec /wait-shutdown"); "" for none.
+	Desc string
+	// Added is set when the hook is graceguard's (Changes holds it).
+	Added bool
 }
 
 // Denied reports whether admission must be refused.
@@ -203,6 +246,46 @@ func (r *Report) Patch() []Operation {
 	return ops
 }
 
+// Notice is one admission warning in full: what the API server shows, before
+// AdmissionWarnings bounds its length and number. The kubectl plugin
+// prints these.
+type Notice struct {
+	Reason Reason
+	// Field is the field path the warning is about.
+	Field string
+	// Text is the whole warning: "path: message", "enforce would set ...",
+	// "enforce would deny: ...".
+	Text string
+	// Denial marks what enforce mode would deny (warn mode).
+	Denial bool
+}
+
+// Notices are the admission warnings in full and all of them: advice,
+// plus, in warn mode, what enforce mode would have changed or denied. Each
+// is what AdmissionWarnings shortens.
+func (r *Report) Notices() []Notice {
+	var out []Notice
+	for _, f := range r.Warnings {
+		out = append(out, Notice{Reason: f.Reason, Field: f.Err.Field, Text: f.Err.Field + ": " + f.Err.Detail})
+	}
+	if r.Mode != ModeWarn {
+		return out
+	}
+	switch r.Stage {
+	case StageMutate:
+		for _, c := range r.Changes {
+			if c.Reason != ChangeBudget {
+				out = append(out, Notice{Reason: c.Reason, Field: c.Path.String(), Text: "enforce would set " + c.String()})
+			}
+		}
+	case StageValidate:
+		for _, v := range r.Violations {
+			out = append(out, Notice{Reason: v.Reason, Field: v.Err.Field, Text: "enforce would deny: " + v.Err.Error(), Denial: true})
+		}
+	}
+	return out
+}
+
 // AdmissionWarnings is what the API server shows the client: advice, plus,
 // in warn mode, what enforce mode would have changed or denied.
 //
@@ -224,7 +307,9 @@ func (r *Report) AdmissionWarnings() []string {
 		switch r.Stage {
 		case StageMutate:
 			for _, c := range r.Changes {
-				if c.Reason != ChangeBudget {
+				// The budget annotation and the observer's label only
+				// record what the other changes do.
+				if c.Reason != ChangeBudget && c.Reason != ChangeTreated {
 					say(shorten("enforce would set " + c.String()))
 				}
 			}

@@ -76,6 +76,17 @@ type Options struct {
 	// ExcludedNamespaces are never touched, whatever their labels say
 	// (kube-system, graceguard's own namespace).
 	ExcludedNamespaces []string
+	// Profiles are the routing profiles Pods and Namespaces may name with
+	// graceguard.io/routing-profile: the built-in ones with the operator's
+	// (budget.MergeProfiles). Nil means the built-in ones.
+	Profiles []budget.Profile
+	// DefaultProfile, when set, is the routing profile of Pods whose
+	// annotations and namespace name none; its routing delay replaces
+	// Defaults.Routing.
+	DefaultProfile string
+	// Ceilings are the platform limits budgets are checked against besides
+	// MaxGrace (Karpenter's, graceful node shutdown's).
+	Ceilings []budget.Ceiling
 }
 
 // DefaultOptions are the documented defaults: the budget sums to 30s, the
@@ -92,6 +103,7 @@ func DefaultOptions() Options {
 		MaxGrace:           10 * time.Minute,
 		Mode:               ModeEnforce,
 		ExcludedNamespaces: []string{"kube-system"},
+		Profiles:           budget.BuiltinProfiles(),
 	}
 }
 
@@ -116,6 +128,8 @@ func (o Options) Validate() error {
 		errs = append(errs, fmt.Sprintf("--max-grace-period=%s: the default budget alone needs %ds (%s)",
 			budget.Format(o.MaxGrace), o.Defaults.Grace(), o.Defaults.Arithmetic()))
 	}
+	errs = append(errs, validateProfiles(o)...)
+	errs = append(errs, validateCeilings(o)...)
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid options: %s", strings.Join(errs, "; "))
 	}
@@ -172,6 +186,8 @@ const (
 	// FromHook marks a routing term set by a preStop hook longer than the
 	// routing delay: the kubelet sends SIGTERM only after the hook.
 	FromHook Source = "preStop hook"
+	// FromAuto marks a work term set by graceguard.io/max-work: auto.
+	FromAuto Source = "max-work: auto"
 )
 
 // Settings are the resolved per-Pod settings: Pod annotations over
@@ -189,7 +205,16 @@ type Settings struct {
 	LivenessPath  string
 	// ProbePort is nil when the first declared port is to be used.
 	ProbePort *intstr.IntOrString
-	maxGrace  time.Duration
+	// AutoWork is set by graceguard.io/max-work: auto; the work term is
+	// then taken from the workload's observed shutdowns (auto.go), between
+	// WorkFloor and WorkCeiling.
+	AutoWork               bool
+	WorkFloor, WorkCeiling time.Duration
+	// Profile is the routing profile that applies, if any.
+	Profile  *ProfileUse
+	mesh     meshSettings
+	maxGrace time.Duration
+	ceilings []budget.Ceiling
 }
 
 // paths locate where settings are read from, for error messages.
@@ -218,6 +243,7 @@ func resolve(podAnn map[string]string, ns Namespace, opts Options, p paths) (Set
 		PreStop:  opts.PreStop,
 		Sources:  map[budget.Term]Source{},
 		maxGrace: opts.MaxGrace,
+		ceilings: opts.Ceilings,
 	}
 	if s.Mode == "" {
 		s.Mode = ModeEnforce
@@ -255,6 +281,11 @@ func resolve(podAnn map[string]string, ns Namespace, opts Options, p paths) (Set
 			if !ok {
 				continue
 			}
+			if tk.term == budget.Work && v == MaxWorkAuto {
+				s.AutoWork = true
+				s.Sources[tk.term] = layer.src
+				continue
+			}
 			d, err := budget.ParseDuration(v)
 			if err != nil {
 				detail := "want " + budget.AcceptedForms
@@ -266,6 +297,10 @@ func resolve(podAnn map[string]string, ns Namespace, opts Options, p paths) (Set
 			}
 			s.Budget = s.Budget.Set(tk.term, d)
 			s.Sources[tk.term] = layer.src
+			if tk.term == budget.Work {
+				// A Pod's duration overrides its namespace's auto.
+				s.AutoWork = false
+			}
 		}
 	}
 
@@ -277,6 +312,38 @@ func resolve(podAnn map[string]string, ns Namespace, opts Options, p paths) (Set
 			return v, p.ns.Key(key), DenyInvalidNamespace, true
 		}
 		return "", nil, "", false
+	}
+	s.WorkFloor, s.WorkCeiling = opts.Defaults.Work, max(DefaultMaxWorkCeiling, opts.Defaults.Work)
+	var ceilingPath *field.Path
+	var ceilingReason Reason
+	for _, b := range []struct {
+		key string
+		dst *time.Duration
+	}{{AnnotationMaxWorkFloor, &s.WorkFloor}, {AnnotationMaxWorkCeiling, &s.WorkCeiling}} {
+		v, path, r, ok := str(b.key)
+		if !ok {
+			continue
+		}
+		d, err := budget.ParseDuration(v)
+		if err != nil {
+			detail := "want " + budget.AcceptedForms
+			if pe, ok := err.(*budget.ParseError); ok {
+				detail = pe.Problem()
+			}
+			bad = append(bad, Finding{r, field.Invalid(path, clip(v), detail)})
+			continue
+		}
+		*b.dst = d
+		if b.key == AnnotationMaxWorkCeiling {
+			ceilingPath, ceilingReason = path, r
+		}
+	}
+	if s.AutoWork && s.WorkFloor > s.WorkCeiling {
+		if ceilingPath == nil {
+			ceilingPath, ceilingReason = p.pod.Key(AnnotationMaxWorkFloor), DenyInvalidAnnotation
+		}
+		bad = append(bad, Finding{ceilingReason, field.Invalid(ceilingPath, budget.Format(s.WorkCeiling),
+			fmt.Sprintf("the ceiling of graceguard.io/max-work: auto must be at least its floor (%s)", budget.Format(s.WorkFloor)))})
 	}
 	if v, path, r, ok := str(AnnotationPreStop); ok {
 		h, err := ParsePreStopHandler(v)

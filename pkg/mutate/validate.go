@@ -26,15 +26,24 @@ func Validate(t Target, ns Namespace, opts Options) *Report {
 		return r
 	}
 	p := newPaths(t.MetaPath, ns.Name)
-	s, bad := resolve(t.Meta.Annotations, ns, opts, p)
+	s, bad := settingsFor(t, ns, opts, p)
 	r.Mode = s.Mode
 	if s.OptOut {
 		r.OptedOut = true
 		checkHooks(t, r)
+		checkMeshWait(t, s, r)
 		return r
 	}
 	if len(bad) > 0 {
-		r.Violations = bad
+		// Everything wrong at once, not one fix per round trip: the
+		// containers named, and, on a Pod mutation left as it was, the
+		// hooks that outlast its grace. (A template's or a warn-mode Pod's
+		// grace would be raised once the annotations parse.)
+		_, tbad := selectTargets(t, s, p)
+		r.Violations = append(bad, tbad...)
+		if !t.Template && s.Mode != ModeWarn {
+			checkHooks(t, r)
+		}
 		return r
 	}
 	if _, tbad := selectTargets(t, s, p); len(tbad) > 0 {
@@ -63,23 +72,26 @@ func Validate(t Target, ns Namespace, opts Options) *Report {
 	}
 	checkHooks(t, r)
 	targets, tbad := selectTargets(t, s, p)
+	targets = appTargets(targets)
 	if len(tbad) > 0 {
 		r.Violations = append(r.Violations, tbad...)
 		return r
 	}
+	autoWork(t, &s, p, r)
 	r.Budget, r.Hook = effectiveBudget(s, targets, nil)
-	f := budget.Check(r.Budget, r.Grace, s.maxGrace)
-	if f.OverCap() {
-		// Mutation refuses such a Pod, so a missing hook says nothing.
-		r.Violations = append(r.Violations, overCap(t, f))
+	// Over the cap or a denying ceiling: mutation refuses such a Pod, so a
+	// missing hook says nothing.
+	plan, f, ok := prepare(t, s, r, false)
+	if !ok {
 		return r
 	}
 	if !simulated {
 		checkMutated(s, targets, r)
+		plan.checkMutated(s, r)
 	}
 	if !f.Fits() {
 		r.deny(DenyBudgetExceedsGrace, field.Invalid(t.SpecPath.Child("terminationGracePeriodSeconds"), r.Grace,
-			fmt.Sprintf("must be at least %d (%s); raise it or lower %s", f.Need, f.Budget.Arithmetic(), KeyFor(f.Budget.Largest()))))
+			fmt.Sprintf("must be at least %s; raise it or lower %s", needText(f, s, ""), KeyFor(f.Budget.Largest()))))
 	}
 	return r
 }

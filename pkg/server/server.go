@@ -38,6 +38,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/graceguard/graceguard/pkg/api/v1alpha1"
 	"github.com/graceguard/graceguard/pkg/certs"
 	"github.com/graceguard/graceguard/pkg/config"
 	"github.com/graceguard/graceguard/pkg/webhook"
@@ -99,11 +100,16 @@ func Run(ctx context.Context, cfg config.Config, opts ...Option) error {
 	if err != nil {
 		return err
 	}
+	if err := registerBuildInfo(o.registry); err != nil {
+		return err
+	}
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(corev1.AddToScheme(scheme))
 	// The certificate rotator reads and updates the webhook configurations.
 	utilruntime.Must(admissionregistrationv1.AddToScheme(scheme))
+	// graceguard.io/max-work: auto reads the observer's ShutdownReports.
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 
 	// /healthz and /readyz answer from the start, before the API server is
 	// reachable: a webhook that cannot reach it stays alive and not ready,
@@ -203,6 +209,7 @@ func Run(ctx context.Context, cfg config.Config, opts ...Option) error {
 		Metrics:    m,
 		Log:        log.WithName("admission"),
 		Limits:     cfg.Limits,
+		Evidence:   webhook.NewEvidenceLookup(mgr.GetAPIReader(), log.WithName("max-work-auto")),
 	}) {
 		srv.Register(path, closeConnsAfter(ctx, h))
 	}

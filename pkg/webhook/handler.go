@@ -45,6 +45,9 @@ type Config struct {
 	Log logr.Logger
 	// Limits bound the reviews in flight; the zero value means DefaultLimits.
 	Limits Limits
+	// Evidence reads the observer's reports for graceguard.io/max-work:
+	// auto; nil gives such Pods the floor.
+	Evidence EvidenceLookup
 }
 
 // Endpoints returns the three webhooks' HTTP handlers by path, to register

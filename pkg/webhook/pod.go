@@ -25,7 +25,7 @@ type PodMutator struct{ podHandler }
 // NewPodMutator returns the mutating Pod handler. When the namespace cannot
 // be read it admits unchanged and says so in a warning.
 func NewPodMutator(c Config) *PodMutator {
-	return &PodMutator{podHandler{newCore(c, NameMutatePod), mutateThenValidate, true}}
+	return &PodMutator{podHandler{core: newCore(c, NameMutatePod), decide: mutateThenValidate, warnUnavailable: true, choosesAutoWork: true}}
 }
 
 // mutateThenValidate is the mutating webhook's decision: what Mutate
@@ -54,7 +54,7 @@ type PodValidator struct{ podHandler }
 
 // NewPodValidator returns the validating Pod handler.
 func NewPodValidator(c Config) *PodValidator {
-	return &PodValidator{podHandler{newCore(c, NameValidatePod), mutate.Validate, false}}
+	return &PodValidator{podHandler{core: newCore(c, NameValidatePod), decide: mutate.Validate}}
 }
 
 // podHandler is what both Pod webhooks do around their decision.
@@ -63,6 +63,10 @@ type podHandler struct {
 	decide func(mutate.Target, mutate.Namespace, mutate.Options) *mutate.Report
 	// warnUnavailable adds a warning when the namespace cannot be read.
 	warnUnavailable bool
+	// choosesAutoWork reads the workload's shutdown report for
+	// graceguard.io/max-work: auto. Only the mutating webhook chooses; the
+	// validating one checks what it recorded in graceguard.io/budget.
+	choosesAutoWork bool
 }
 
 // Handle answers one review. Pod lifecycle, probes and grace are
@@ -86,7 +90,12 @@ func (h *podHandler) Handle(ctx context.Context, req admission.Request) admissio
 	if err != nil {
 		return h.unavailable(ctx, err, h.warnUnavailable)
 	}
-	return h.respond(ctx, h.decide(mutate.ForPod(pod), ns, h.Options))
+	t := mutate.ForPod(pod)
+	if h.choosesAutoWork && h.Evidence != nil && mutate.WantsAutoWork(pod.Annotations, ns.Annotations) &&
+		pod.Annotations[mutate.AnnotationBudget] == "" {
+		t.Observed = h.Evidence.Observed(ctx, pod)
+	}
+	return h.respond(ctx, h.decide(t, ns, h.Options))
 }
 
 // decodePod decodes the review's Pod. The request's namespace is the

@@ -22,7 +22,8 @@ import (
 // already covers the budget and is left alone.
 const basicPatch = `[
 	{"op":"add","path":"/spec/containers/0/lifecycle","value":{"preStop":{"sleep":{"seconds":5}}}},
-	{"op":"add","path":"/metadata/annotations","value":{"graceguard.io/budget":"routing=5s work=20s cleanup=2s margin=3s grace=30s"}}
+	{"op":"add","path":"/metadata/annotations","value":{"graceguard.io/budget":"routing=5s work=20s cleanup=2s margin=3s grace=30s"}},
+	{"op":"add","path":"/metadata/labels","value":{"graceguard.io/treated":"true"}}
 ]`
 
 func TestMutatePod(t *testing.T) {
@@ -50,7 +51,8 @@ func TestMutatePod(t *testing.T) {
 			wantPatch: `[
 				{"op":"add","path":"/spec/containers/0/lifecycle","value":{"preStop":{"sleep":{"seconds":5}}}},
 				{"op":"add","path":"/spec/terminationGracePeriodSeconds","value":70},
-				{"op":"add","path":"/metadata/annotations/graceguard.io~1budget","value":"routing=5s work=1m cleanup=2s margin=3s grace=70s"}
+				{"op":"add","path":"/metadata/annotations/graceguard.io~1budget","value":"routing=5s work=1m cleanup=2s margin=3s grace=70s"},
+				{"op":"add","path":"/metadata/labels","value":{"graceguard.io/treated":"true"}}
 			]`,
 		},
 		{

@@ -25,7 +25,11 @@ type admissionPod struct {
 		Name         string            `json:"name"`
 		GenerateName string            `json:"generateName"`
 		Namespace    string            `json:"namespace"`
+		Labels       map[string]string `json:"labels"`
 		Annotations  map[string]string `json:"annotations"`
+		// OwnerReferences name the workload, whose shutdown report
+		// graceguard.io/max-work: auto reads.
+		OwnerReferences []metav1.OwnerReference `json:"ownerReferences"`
 	} `json:"metadata"`
 	Spec admissionSpec `json:"spec"`
 }
@@ -72,11 +76,29 @@ type admissionContainer struct {
 	LivenessProbe  *corev1.Probe                  `json:"livenessProbe"`
 	StartupProbe   *corev1.Probe                  `json:"startupProbe"`
 	RestartPolicy  *corev1.ContainerRestartPolicy `json:"restartPolicy"`
+	// Env is kept raw and read only for Istio's proxy, whose environment
+	// says how long it drains (pkg/mutate/mesh.go): env is most of a big
+	// Pod's bytes, and no other container's is needed.
+	Env jsontext.Value `json:"env"`
 }
 
 func (c admissionContainer) container() corev1.Container {
-	return corev1.Container{Name: c.Name, Command: c.Command, Args: c.Args, Ports: c.Ports, Lifecycle: c.Lifecycle,
+	out := corev1.Container{Name: c.Name, Command: c.Command, Args: c.Args, Ports: c.Ports, Lifecycle: c.Lifecycle,
 		ReadinessProbe: c.ReadinessProbe, LivenessProbe: c.LivenessProbe, StartupProbe: c.StartupProbe, RestartPolicy: c.RestartPolicy}
+	if c.Name == mutate.ContainerIstioProxy && len(c.Env) > 0 {
+		out.Env = decodeEnv(c.Env)
+	}
+	return out
+}
+
+// decodeEnv reads a container's env. It is a function of its own so that
+// container() does not take its result's address, which would move every
+// container of a big Pod to the heap. A malformed env fails the whole
+// decode before this is called.
+func decodeEnv(raw jsontext.Value) []corev1.EnvVar {
+	var env []corev1.EnvVar
+	_ = jsonv2.Unmarshal(raw, &env, decodeOptions)
+	return env
 }
 
 // decodeOptions make encoding/json/v2 (go-json-experiment/json, the
@@ -102,7 +124,8 @@ func decodeAdmissionPod(raw runtime.RawExtension) (*corev1.Pod, error) {
 		return nil, fmt.Errorf("the object is %s %s, not v1 Pod", a.APIVersion, a.Kind)
 	}
 	pod := &corev1.Pod{TypeMeta: a.TypeMeta, Spec: a.Spec.podSpec()}
-	pod.Name, pod.GenerateName, pod.Namespace, pod.Annotations = a.Metadata.Name, a.Metadata.GenerateName, a.Metadata.Namespace, a.Metadata.Annotations
+	pod.Name, pod.GenerateName, pod.Namespace = a.Metadata.Name, a.Metadata.GenerateName, a.Metadata.Namespace
+	pod.Labels, pod.Annotations, pod.OwnerReferences = a.Metadata.Labels, a.Metadata.Annotations, a.Metadata.OwnerReferences
 	return pod, nil
 }
 

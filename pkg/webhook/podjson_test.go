@@ -104,7 +104,8 @@ func TestLeanDecodeRefusesWhatIsNotAPod(t *testing.T) {
 // project keeps of a fully decoded Pod what decodeAdmissionPod reads.
 func project(full *corev1.Pod) *corev1.Pod {
 	p := &corev1.Pod{TypeMeta: full.TypeMeta}
-	p.Name, p.GenerateName, p.Namespace, p.Annotations = full.Name, full.GenerateName, full.Namespace, full.Annotations
+	p.Name, p.GenerateName, p.Namespace, p.Labels, p.Annotations = full.Name, full.GenerateName, full.Namespace, full.Labels, full.Annotations
+	p.OwnerReferences = full.OwnerReferences
 	p.Spec.TerminationGracePeriodSeconds = full.Spec.TerminationGracePeriodSeconds
 	keep := func(cs []corev1.Container) []corev1.Container {
 		if len(cs) == 0 {
@@ -142,6 +143,10 @@ func FuzzLeanDecodeReadsLikeTheAPIMachinery(f *testing.F) {
 		`{"metadata":{"annotations":null},"spec":{"containers":null,"initContainers":[],"terminationGracePeriodSeconds":null}}`,
 		// invalid UTF-8 in a string, unknown fields of every type
 		"{\"metadata\":{\"name\":\"\xff\xfe\",\"future\":{\"x\":[1,2,{}]}},\"spec\":{\"containers\":[{\"name\":\"c\",\"resizePolicy\":[{}],\"env\":[{\"name\":\"A\",\"value\":\"\\u00e9\"}]}],\"status\":true}}",
+		// owner references (max-work auto reads the workload's report)
+		`{"metadata":{"ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"web-7d9f","uid":"u1","controller":true}]},"spec":{"containers":[{"name":"c"}]}}`,
+		// labels beside annotations, a repeated label key
+		`{"metadata":{"labels":{"app":"web","graceguard.io/treated":"true","app":"api"},"annotations":{}},"spec":{"containers":[{"name":"c"}]}}`,
 		// sidecars and ephemeral containers
 		`{"spec":{"initContainers":[{"name":"s","restartPolicy":"Always","command":["proxy"]}],"ephemeralContainers":[{"name":"debug","image":"busybox"}]}}`,
 	} {

@@ -13,8 +13,9 @@ import (
 	"github.com/graceguard/graceguard/pkg/mutate"
 )
 
-// WorkloadValidator is the validating webhook for the Pod templates of
-// Deployments, StatefulSets, DaemonSets, ReplicaSets, Jobs and CronJobs.
+// WorkloadValidator is the validating webhook for the Pod templates of the
+// kinds mutate.Workloads marks Reviewed: Deployments, StatefulSets,
+// DaemonSets, ReplicaSets, Jobs and CronJobs.
 // It checks each template as its Pods will be after mutation, so a
 // template whose Pods would be refused is refused at `kubectl apply` time,
 // not later as a FailedCreate event on a ReplicaSet. It never patches.
@@ -68,7 +69,7 @@ func (h *WorkloadValidator) Handle(ctx context.Context, req admission.Request) a
 // its Pod template. The request's namespace is the authority.
 func (c *core) decodeWorkload(req admission.Request, raw runtime.RawExtension, what string) (leanWorkload, error) {
 	w, ok := mutate.LookupWorkload(req.Kind.Kind)
-	if !ok || w.Group != req.Kind.Group {
+	if !ok || !w.Reviewed || w.Group != req.Kind.Group {
 		return leanWorkload{}, fmt.Errorf("unsupported kind %s: %s reviews %s", kindName(req.Kind), c.name, workloadList())
 	}
 	if len(raw.Raw) == 0 {
@@ -90,6 +91,9 @@ func workloadList() string {
 	var groups []string
 	byGroup := map[string][]string{}
 	for _, w := range mutate.Workloads {
+		if !w.Reviewed {
+			continue
+		}
 		if _, ok := byGroup[w.Group]; !ok {
 			groups = append(groups, w.Group)
 		}

@@ -165,6 +165,9 @@ func startCluster(ctx context.Context, assets, dir, webhookBin, noopBin string) 
 	excludeArms(hooks, ArmNoopChart, ArmNoopPatch, ArmTwoCalls, ArmHTTP2)
 	c.env = &envtest.Environment{
 		BinaryAssetsDirectory: assets,
+		// The chart's CRDs: the observer phase writes ShutdownReports.
+		CRDDirectoryPaths:     []string{filepath.Join(chart.ChartDir(), "crds")},
+		ErrorIfCRDPathMissing: true,
 		WebhookInstallOptions: envtest.WebhookInstallOptions{
 			LocalServingHost:   "127.0.0.1",
 			LocalServingPort:   port,

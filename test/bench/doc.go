@@ -2,8 +2,9 @@
 // (test/bench/cmd/bench): the Go benchmarks of pkg/mutate and pkg/webhook,
 // the real cmd/webhook binary under open-loop load over TLS next to a no-op
 // baseline (test/bench/noop), Pod creation through a real kube-apiserver
-// with and without graceguard's webhooks, and the cost as the namespace
-// cache grows. It writes docs/benchmarks.md, docs/benchmarks.json and
+// with and without graceguard's webhooks, the cost as the namespace
+// cache grows, and the shutdown observer at 10,000 treated Pods beside a
+// cache of every Pod. It writes docs/benchmarks.md, docs/benchmarks.json and
 // docs/benchmarks-latency.svg from one run's results.
 //
 // Invariant: every number in the documents it writes was measured by the

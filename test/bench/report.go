@@ -206,6 +206,7 @@ func (r *Results) Markdown() string {
 	r.mdGoBench(p)
 	r.mdCreation(p)
 	r.mdScaling(p)
+	r.mdObserver(p)
 
 	p("## How to rerun")
 	p("")
@@ -603,6 +604,64 @@ func (r *Results) mdScaling(p func(string, ...any)) {
 	}
 }
 
+func (r *Results) mdObserver(p func(string, ...any)) {
+	p("## 5. The shutdown observer at scale")
+	p("")
+	ob := r.Observer
+	if ob == nil || len(ob.Steps) == 0 {
+		p("Not measured in this run.")
+		p("")
+		return
+	}
+	p("The real `webhook observe` process ([docs/observer.md](observer.md)) beside the obvious baseline: `test/bench/podcache`, a")
+	p("controller-runtime cache of every Pod with the library's defaults (no selector, no transform). Both watch the same")
+	p("kube-apiserver (envtest), which holds %d untreated typical Pods (a namespace that did not opt in), then %d treated ones",
+		ob.UntreatedPods, ob.TreatedPods)
+	p("too (created through graceguard's webhooks, so labelled `graceguard.io/treated`, owned by %d Deployments' ReplicaSets, bound", ob.Workloads)
+	p("to a node, with the status the kubelet reports for a running Pod). Cached Pods are each process's own gauge")
+	p("(`graceguard_observer_pods`, `bench_cached_pods`); heap is `go_memstats_heap_inuse_bytes` from their `/metrics`.")
+	p("")
+	st := table{head: []string{"", "observer: Pods cached", "RSS (MiB)", "heap (MiB)", "all-Pods cache: Pods cached", "RSS (MiB)", "heap (MiB)"}, right: seq(1, 6)}
+	for _, s := range ob.Steps {
+		st.add(s.Name, fmt.Sprint(s.Observer.CachedPods), num(s.Observer.RSSMiB), num(s.Observer.HeapInuseMiB),
+			fmt.Sprint(s.AllPods.CachedPods), num(s.AllPods.RSSMiB), num(s.AllPods.HeapInuseMiB))
+	}
+	p("%s", st.String())
+	if len(ob.Steps) >= 2 && ob.TreatedPods > 0 {
+		a, b := ob.Steps[0], ob.Steps[1]
+		p("Per treated Pod the observer's heap grew by %s; the all-Pods cache's by %s per Pod.",
+			bytesize((b.Observer.HeapInuseMiB-a.Observer.HeapInuseMiB)*(1<<20)/float64(ob.TreatedPods)),
+			bytesize((b.AllPods.HeapInuseMiB-a.AllPods.HeapInuseMiB)*(1<<20)/float64(ob.TreatedPods)))
+		p("")
+	}
+	if c := ob.Churn; c != nil {
+		p("Then treated Pods went away at %d/s (on a schedule, open loop) for %s s, the oldest first, each as the kubelet makes it (a", c.TargetRate, num(c.Seconds))
+		p("graceful delete, the final status with every container exited, the delete with grace 0) and each replaced by a new")
+		p("treated Pod, by %d clients. The observer wrote reports every %s s (`--flush-interval`).", ob.Clients, num(ob.FlushSeconds))
+		p("")
+		p("%d deletions started in the window (%s/s), %d done without error, %d errors; the last ones finished %s s after the window.",
+			c.Started, num(c.Rate), c.Deletions, c.Errors, num(c.DrainSeconds))
+		p("")
+		ct := table{head: []string{"over the deletions", "CPU (cores)", "CPU per deletion (ms)", "peak RSS (MiB)"}, right: seq(1, 3)}
+		ct.add("observer", num(c.Observer.Cores), num(c.Observer.CPUMsPerDeletion), num(c.Observer.PeakRSSMiB))
+		ct.add("all-Pods cache", num(c.AllPods.Cores), num(c.AllPods.CPUMsPerDeletion), num(c.AllPods.PeakRSSMiB))
+		p("%s", ct.String())
+		p("The reports of the %d Deployments recorded %d shutdowns (%d SIGKILLed) %s s after the deletions stopped.", c.Reports, c.Recorded, c.Kills, num(c.RecordedAfterSeconds))
+		if c.Late > 0 {
+			p("%d of the %d deletions started more than one interval (%s ms) after they were due (no client free at that moment, or",
+				c.Late, c.Started, num(1000/float64(c.TargetRate)))
+			p("the scheduler late on a busy machine); %d of the %d due in the window started in it.", c.Started, c.TargetRate*int(math.Round(c.Seconds)))
+		}
+		if c.ErrorSample != "" {
+			p("First error: %s", c.ErrorSample)
+		}
+		p("")
+	}
+	p("Only this phase, into a directory of its own: `go run ./test/bench/cmd/bench -skip go,load,create,namespaces -out bin/bench-observer`")
+	p("(with `KUBEBUILDER_ASSETS=$(hack/envtest-assets.sh)`).")
+	p("")
+}
+
 // Summary is the side-by-side part of the report for the terminal: the
 // targets, the load runs and Pod creation.
 func (r *Results) Summary() string {
@@ -611,7 +670,7 @@ func (r *Results) Summary() string {
 	on := false
 	for _, line := range strings.Split(md, "\n") {
 		if strings.HasPrefix(line, "## ") {
-			on = strings.HasPrefix(line, "## Targets") || strings.HasPrefix(line, "## 1.") || strings.HasPrefix(line, "## 3.") || strings.HasPrefix(line, "## 4.")
+			on = strings.HasPrefix(line, "## Targets") || strings.HasPrefix(line, "## 1.") || strings.HasPrefix(line, "## 3.") || strings.HasPrefix(line, "## 4.") || strings.HasPrefix(line, "## 5.")
 		}
 		if on && (line == "" || strings.HasPrefix(line, "|") || strings.HasPrefix(line, "#") || strings.HasPrefix(line, "**Spread.**")) {
 			keep = append(keep, line)

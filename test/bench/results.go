@@ -19,6 +19,7 @@ type Results struct {
 	Load          []LoadRun           `json:"load"`
 	Creation      *Creation           `json:"podCreation,omitempty"`
 	Namespaces    []NamespaceAt       `json:"namespaces"`
+	Observer      *ObserverRun        `json:"observer,omitempty"`
 	Targets       []Target            `json:"targets"`
 	// Problems are phases that failed, in sentences; an empty list means
 	// every phase ran. Caveats are conditions that make the numbers
@@ -44,20 +45,25 @@ type Machine struct {
 
 // Settings are the knobs of the run.
 type Settings struct {
-	BenchTime        string  `json:"benchTime"`
-	BenchCount       int     `json:"benchCount"`
-	Rates            []int   `json:"rates"`
-	LoadSeconds      float64 `json:"loadSeconds"`
-	WarmupSeconds    float64 `json:"warmupSeconds"`
-	MaxWorkers       int     `json:"maxWorkers"`
-	InFlight         int     `json:"inFlight"`
-	Rounds           int     `json:"rounds"`
-	PodsPerRound     int     `json:"podsPerRound"`
-	Clients          int     `json:"clients"`
-	SerialPods       int     `json:"serialPods"`
-	NamespaceLevels  []int   `json:"namespaceLevels"`
-	NamespaceRate    int     `json:"namespaceRate"`
-	NamespaceSeconds float64 `json:"namespaceSeconds"`
+	BenchTime         string  `json:"benchTime"`
+	BenchCount        int     `json:"benchCount"`
+	Rates             []int   `json:"rates"`
+	LoadSeconds       float64 `json:"loadSeconds"`
+	WarmupSeconds     float64 `json:"warmupSeconds"`
+	MaxWorkers        int     `json:"maxWorkers"`
+	InFlight          int     `json:"inFlight"`
+	Rounds            int     `json:"rounds"`
+	PodsPerRound      int     `json:"podsPerRound"`
+	Clients           int     `json:"clients"`
+	SerialPods        int     `json:"serialPods"`
+	NamespaceLevels   []int   `json:"namespaceLevels"`
+	NamespaceRate     int     `json:"namespaceRate"`
+	NamespaceSeconds  float64 `json:"namespaceSeconds"`
+	ObserverPods      int     `json:"observerPods,omitempty"`
+	ObserverUntreated int     `json:"observerUntreated,omitempty"`
+	ObserverWorkloads int     `json:"observerWorkloads,omitempty"`
+	ObserverRate      int     `json:"observerRate,omitempty"`
+	ObserverSeconds   float64 `json:"observerSeconds,omitempty"`
 }
 
 // GoBench is one line of `go test -bench` output.
@@ -222,4 +228,71 @@ type Target struct {
 type ManagedFieldsCheck struct {
 	FixtureBytes   int `json:"fixtureBytes"`
 	APIServerBytes int `json:"apiServerBytes"`
+}
+
+// ObserverRun is graceguard's shutdown observer (the real `webhook
+// observe` process) beside a default controller-runtime cache of every Pod
+// (test/bench/podcache), in one cluster.
+type ObserverRun struct {
+	TreatedPods   int `json:"treatedPods"`
+	UntreatedPods int `json:"untreatedPods"`
+	Workloads     int `json:"workloads"`
+	Clients       int `json:"clients"`
+	// FlushSeconds is the observer's --flush-interval.
+	FlushSeconds           float64 `json:"flushSeconds"`
+	UntreatedCreateSeconds float64 `json:"untreatedCreateSeconds"`
+	TreatedCreateSeconds   float64 `json:"treatedCreateSeconds"`
+	// Steps are both processes' memory as the cluster fills.
+	Steps []ObserverStep `json:"steps"`
+	Churn *Churn         `json:"churn,omitempty"`
+}
+
+// ObserverStep is both processes' memory at one point.
+type ObserverStep struct {
+	Name     string     `json:"name"`
+	Observer ProcMemory `json:"observer"`
+	AllPods  ProcMemory `json:"allPodsCache"`
+}
+
+// ProcMemory is one process's cache size and memory.
+type ProcMemory struct {
+	// CachedPods is the process's own gauge of the Pods it caches.
+	CachedPods int `json:"cachedPods"`
+	// RSSMiB is VmRSS; HeapInuseMiB is go_memstats_heap_inuse_bytes.
+	RSSMiB       float64 `json:"rssMiB"`
+	HeapInuseMiB float64 `json:"heapInuseMiB"`
+}
+
+// Churn is treated Pods deleted at a fixed rate, each replaced.
+type Churn struct {
+	TargetRate int `json:"targetRate"`
+	// Seconds is the window deletions were started in; DrainSeconds how
+	// long the last ones took after it.
+	Seconds      float64 `json:"seconds"`
+	DrainSeconds float64 `json:"drainSeconds"`
+	// Started deletions in the window; Rate is Started per second of the
+	// configured window; Late counts those that started more than one
+	// interval after they were due (no client was free).
+	Started     int     `json:"started"`
+	Late        int     `json:"late"`
+	Deletions   int     `json:"deletions"`
+	Rate        float64 `json:"rate"`
+	Errors      int     `json:"errors"`
+	ErrorSample string  `json:"errorSample,omitempty"`
+	Observer    ProcCPU `json:"observer"`
+	AllPods     ProcCPU `json:"allPodsCache"`
+	// Recorded is the sum of the reports' status.observed, RecordedAfterSeconds
+	// how long after the churn it was read (when it reached Deletions, or 60 s).
+	Recorded             int64   `json:"recorded"`
+	Reports              int     `json:"reports"`
+	Kills                int64   `json:"kills"`
+	RecordedAfterSeconds float64 `json:"recordedAfterSeconds"`
+}
+
+// ProcCPU is a process's CPU and peak memory over the churn.
+type ProcCPU struct {
+	CPUSeconds       float64 `json:"cpuSeconds"`
+	Cores            float64 `json:"cores"`
+	CPUMsPerDeletion float64 `json:"cpuMsPerDeletion"`
+	PeakRSSMiB       float64 `json:"peakRSSMiB"`
 }

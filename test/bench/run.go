@@ -52,11 +52,19 @@ type Options struct {
 	NamespaceLevels []int
 	NamespaceRate   int
 	NamespaceLoad   time.Duration
+	// ObserverPods treated and ObserverUntreated untreated Pods are in the
+	// cluster of the observer phase, the treated ones owned by
+	// ObserverWorkloads Deployments; then treated Pods are deleted at
+	// ObserverRate per second for ObserverChurn.
+	ObserverPods, ObserverUntreated, ObserverWorkloads, ObserverRate int
+	// ObserverClients create the Pods and make the deletions.
+	ObserverClients int
+	ObserverChurn   time.Duration
 	// WaitLoad, if positive, waits up to WaitTimeout for the 1-minute load
 	// average to drop below it before measuring anything.
 	WaitLoad    float64
 	WaitTimeout time.Duration
-	// Skip phases (development): "go", "load", "create", "namespaces".
+	// Skip phases (development): "go", "load", "create", "namespaces", "observer".
 	Skip []string
 	// Log receives progress.
 	Log io.Writer
@@ -90,6 +98,8 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		BenchTime: o.BenchTime, BenchCount: o.BenchCount, Rates: o.Rates, LoadSeconds: o.Load.Seconds(), WarmupSeconds: o.Warmup.Seconds(),
 		MaxWorkers: o.MaxWorkers, InFlight: o.InFlight, Rounds: o.Rounds, PodsPerRound: o.PodsPerRound, Clients: o.Clients, SerialPods: o.SerialPods, NamespaceLevels: o.NamespaceLevels,
 		NamespaceRate: o.NamespaceRate, NamespaceSeconds: o.NamespaceLoad.Seconds(),
+		ObserverPods: o.ObserverPods, ObserverUntreated: o.ObserverUntreated, ObserverWorkloads: o.ObserverWorkloads,
+		ObserverRate: o.ObserverRate, ObserverSeconds: o.ObserverChurn.Seconds(),
 	}}
 	r.Machine = machine()
 	if o.WaitLoad > 0 {
@@ -114,7 +124,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		}
 	}
 
-	if !(o.skip("load") && o.skip("create") && o.skip("namespaces")) {
+	if !(o.skip("load") && o.skip("create") && o.skip("namespaces") && o.skip("observer")) {
 		if err := r.cluster(ctx, o, logf); err != nil {
 			r.problem("%v", err)
 		}
@@ -250,6 +260,15 @@ func (r *Results) cluster(ctx context.Context, o Options, logf func(string, ...a
 		}
 		if err := r.namespaces(ctx, o, c, gg, logf); err != nil {
 			r.problem("namespace sweep: %v", err)
+		}
+	}
+
+	if !o.skip("observer") {
+		if err := c.restart(ctx); err != nil {
+			return fmt.Errorf("restarting the servers: %w", err)
+		}
+		if err := r.observerPhase(ctx, o, c, webhookBin, dir, logf); err != nil {
+			r.problem("observer: %v", err)
 		}
 	}
 	return nil

@@ -13,6 +13,11 @@ const (
 	goalHugeNs         = 2e6
 	goalRSSMiB         = 64
 	goalSlowdown       = 10.0
+	// The observer's goals (issue 11): the chart's memory limit at 10,000
+	// treated Pods, and every deletion recorded at 50 deletions/s.
+	goalObserverMiB  = 256
+	goalObserverPods = 10000
+	goalObserverRate = 50
 	// A sweep is "linear" when the cost per added unit over its upper half
 	// is at most this many times that over its lower half (see isLinear).
 	// Namespaces are "flat" when the lookup at the largest level costs at
@@ -179,6 +184,36 @@ func evaluate(r *Results) []Target {
 	}
 
 	out = append(out, creationTargets(r)...)
+
+	goal = fmt.Sprintf("observer within the chart's %d MiB at %d treated Pods and %d deletions/s, caching no untreated Pod", goalObserverMiB, goalObserverPods, goalObserverRate)
+	if ob := r.Observer; ob != nil && ob.Churn != nil && len(ob.Steps) > 0 {
+		peak, onlyTreated := ob.Churn.Observer.PeakRSSMiB, true
+		for _, s := range ob.Steps {
+			peak = max(peak, s.Observer.RSSMiB)
+			onlyTreated = onlyTreated && s.AllPods.CachedPods > s.Observer.CachedPods
+		}
+		last := ob.Steps[len(ob.Steps)-1]
+		add(goal, true, peak <= goalObserverMiB && onlyTreated && ob.TreatedPods >= goalObserverPods,
+			"peak RSS %s MiB with %d treated Pods cached of %d in the cluster (a cache of every Pod: %s MiB)",
+			num(peak), last.Observer.CachedPods, last.AllPods.CachedPods, num(max(ob.Churn.AllPods.PeakRSSMiB, last.AllPods.RSSMiB)))
+	} else {
+		add(goal, false, false, "not measured")
+	}
+	goal = fmt.Sprintf("observer keeps up with ≥ %d deletions/s: every deletion recorded in a report", goalObserverRate)
+	if ob := r.Observer; ob != nil && ob.Churn != nil {
+		c := ob.Churn
+		add(goal, true, c.Rate >= goalObserverRate && c.Recorded == int64(c.Deletions) && c.Errors == 0,
+			"%s deletions/s for %s s (%d deletions, %d late, %d errors); %d recorded in %d reports %s s after; observer %s cores, %s ms CPU per deletion",
+			num(c.Rate), num(c.Seconds), c.Deletions, c.Late, c.Errors, c.Recorded, c.Reports, num(c.RecordedAfterSeconds), num(c.Observer.Cores), num(c.Observer.CPUMsPerDeletion))
+		if c.Rate < goalObserverRate {
+			why(fmt.Sprintf("The benchmark's %d clients, standing in for the kubelet, started %s deletions/s (each a graceful delete, a "+
+				"status patch, the final delete and a replacement Pod through graceguard's webhooks: five API calls and two webhook "+
+				"calls), %d of them late: the API server and etcd on %d shared CPUs were the limit, not the observer (%s cores).",
+				ob.Clients, num(c.Rate), c.Late, r.Machine.NProc, num(c.Observer.Cores)))
+		}
+	} else {
+		add(goal, false, false, "not measured")
+	}
 
 	goal = "namespace lookup flat in the number of namespaces"
 	if len(r.Namespaces) >= 2 {

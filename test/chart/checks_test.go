@@ -13,6 +13,9 @@ import (
 
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
+	"sigs.k8s.io/yaml"
+
+	"github.com/graceguard/graceguard/pkg/budget"
 )
 
 // modes are values exercising each certificate mode, for lint and stability.
@@ -81,6 +84,12 @@ func TestSchemaRejectsBadValuesReadably(t *testing.T) {
 		{"a preStop sleep over 5 minutes", "shutdown: {preStopSleepSeconds: 400, terminationGracePeriodSeconds: 600}", []string{"/shutdown/preStopSleepSeconds", "maximum"}},
 		{"a caBundle that is not base64", "certificates: {secret: {caBundle: 'not base64!'}}", []string{"/certificates/secret/caBundle", "does not match pattern"}},
 		{"a bad image digest", "image: {digest: latest}", []string{"/image/digest", "does not match pattern"}},
+		{"a routing profile name that is no DNS label", "config: {routingProfiles: {Corp_LB: {routingDelay: 5s}}}", []string{"invalid propertyName 'Corp_LB'", "does not match pattern"}},
+		{"a routing profile without its routing delay", "config: {routingProfiles: {corp-lb: {graceFloor: 1m}}}", []string{"/config/routingProfiles/corp-lb", "missing property 'routingDelay'"}},
+		{"a routing profile setting that does not exist", "config: {routingProfiles: {corp-lb: {routingDelay: 5s, floor: 1m}}}", []string{"/config/routingProfiles/corp-lb", "additional properties 'floor' not allowed"}},
+		{"a routing delay in words", "config: {routingProfiles: {corp-lb: {routingDelay: a minute}}}", []string{"/config/routingProfiles/corp-lb/routingDelay", "does not match pattern"}},
+		{"a ceiling action other than warn or deny", "config: {karpenterCeilingAction: block}", []string{"/config/karpenterCeilingAction", "'warn', 'deny'"}},
+		{"a ceiling in words", "config: {nodeShutdownGracePeriod: half a minute}", []string{"/config/nodeShutdownGracePeriod", "does not match pattern"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := renderErr(t, c.values)
@@ -137,6 +146,16 @@ func TestOtherCrossFieldChecks(t *testing.T) {
 			"certificates.certManager.renewBefore: 3000h must be shorter than duration 2160h"},
 		{"two servers on one port", "ports: {health: 9443}",
 			"ports.health: 9443 is also ports.webhook"},
+		{"a default routing profile that does not exist", "config: {defaultRoutingProfile: aws-nlb}",
+			`config.defaultRoutingProfile: "aws-nlb" is no routing profile; want one of aws-alb-ip, aws-nlb-ip, azure-agic, gke-neg, ingress-nginx, kube-proxy (built in) or a key of config.routingProfiles`},
+		{"a default routing profile whose Pods need more than the cap", "config: {defaultRoutingProfile: aws-nlb-ip, maxGracePeriod: 2m}",
+			"config.defaultRoutingProfile: aws-nlb-ip needs 145s for Pods without annotations (routing 2m + defaultMaxWork 20s + defaultCleanup 2s + defaultSafetyMargin 3s, grace floor 0s), over config.maxGracePeriod 2m"},
+		{"a routing profile over 1h", "config: {routingProfiles: {corp-lb: {routingDelay: 2h}}}",
+			"config.routingProfiles.corp-lb.routingDelay: 2h is out of range; want 0 to 1h"},
+		{"a graceful node shutdown that leaves regular Pods nothing", "config: {nodeShutdownGracePeriod: 30s, nodeShutdownGracePeriodCriticalPods: 30s}",
+			"config.nodeShutdownGracePeriodCriticalPods: 30s must be shorter than config.nodeShutdownGracePeriod 30s: regular Pods get the difference"},
+		{"a Karpenter ceiling over 720h", "config: {karpenterTerminationGracePeriod: 1000h}",
+			"config.karpenterTerminationGracePeriod: 1000h is out of range; want 0 to 720h"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			mustContain(t, "the error", renderErr(t, c.values), c.want)
@@ -315,5 +334,46 @@ func TestEveryValueIsDocumented(t *testing.T) {
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The chart checks routing profiles at render time against its own copy of
+// the built-in table (templates/_helpers.tpl); it must be the webhook's.
+func TestChartKnowsTheBuiltinProfiles(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(chartDir, "templates", "_helpers.tpl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	i := strings.Index(s, `{{- define "graceguard.builtinProfiles" -}}`)
+	j := strings.Index(s[i:], "{{- end -}}")
+	if i < 0 || j < 0 {
+		t.Fatal("no graceguard.builtinProfiles in _helpers.tpl")
+	}
+	var got map[string]struct {
+		RoutingDelay string `json:"routingDelay"`
+		GraceFloor   any    `json:"graceFloor"`
+	}
+	body := s[i+len(`{{- define "graceguard.builtinProfiles" -}}`) : i+j]
+	if err := yaml.Unmarshal([]byte(body), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := budget.BuiltinProfiles()
+	if len(got) != len(want) {
+		t.Errorf("the chart knows %d built-in profiles, the webhook %d", len(got), len(want))
+	}
+	for _, p := range want {
+		g, ok := got[p.Name]
+		if !ok {
+			t.Errorf("the chart lacks built-in profile %s", p.Name)
+			continue
+		}
+		floor := "0s"
+		if s := fmt.Sprint(g.GraceFloor); s != "0" {
+			floor = s
+		}
+		if g.RoutingDelay != budget.Format(p.Routing) || floor != budget.Format(p.GraceFloor) {
+			t.Errorf("%s: chart routing %s floor %s, webhook %s", p.Name, g.RoutingDelay, floor, p.String())
+		}
 	}
 }

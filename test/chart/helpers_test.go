@@ -241,9 +241,29 @@ func only[T any](t *testing.T, r *rendered, kind string) T {
 	return get[T](t, r, kind, names[0])
 }
 
+// deployment is the webhook's Deployment: the one named after the
+// release's full name (the observer's is fullname-observer).
 func (r *rendered) deployment(t *testing.T) *appsv1.Deployment {
 	t.Helper()
-	return only[*appsv1.Deployment](t, r, "Deployment")
+	for _, name := range r.kinds("Deployment") {
+		if !strings.HasSuffix(name, "-observer") {
+			return get[*appsv1.Deployment](t, r, "Deployment", name)
+		}
+	}
+	t.Fatalf("no webhook Deployment rendered; have %v", r.keys())
+	return nil
+}
+
+// observer is the shutdown observer's Deployment.
+func (r *rendered) observer(t *testing.T) *appsv1.Deployment {
+	t.Helper()
+	for _, name := range r.kinds("Deployment") {
+		if strings.HasSuffix(name, "-observer") {
+			return get[*appsv1.Deployment](t, r, "Deployment", name)
+		}
+	}
+	t.Fatalf("no observer Deployment rendered; have %v", r.keys())
+	return nil
 }
 
 func (r *rendered) container(t *testing.T) corev1.Container {
@@ -289,7 +309,7 @@ func flags(t *testing.T, c corev1.Container) map[string]string {
 		if !strings.HasPrefix(a, "--") || !ok {
 			t.Fatalf("argument %q is not --flag=value", a)
 		}
-		if _, dup := m[name]; dup {
+		if _, dup := m[name]; dup && name != "routing-profile" { // the one repeatable flag
 			t.Fatalf("flag --%s given twice", name)
 		}
 		m[name] = val

@@ -13,6 +13,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/graceguard/graceguard/pkg/mutate"
 )
 
 const certDir = "/tmp/k8s-webhook-server/serving-certs"
@@ -74,7 +76,7 @@ func TestDefaultsRunTwoSpreadReplicasProtectedByABudget(t *testing.T) {
 	if s, _ := metav1.LabelSelectorAsSelector(term.LabelSelector); term.TopologyKey != "kubernetes.io/hostname" || !s.Matches(labels.Set(pod.Labels)) {
 		t.Errorf("anti-affinity term %+v does not keep the webhook's own Pods apart by node", term)
 	}
-	if got := r.container(t).Image; got != "registry.local/graceguard:0.1.0" {
+	if got := r.container(t).Image; got != "registry.local/graceguard:v0.1.0" {
 		t.Errorf("image = %q, want the repository at the chart's appVersion", got)
 	}
 }
@@ -160,31 +162,37 @@ func TestOwnPodsFollowGraceguardsAdvice(t *testing.T) {
 func TestEveryServerFlagIsRendered(t *testing.T) {
 	f := flags(t, render(t, "").container(t))
 	want := map[string]string{
-		"port":                             "9443",
-		"health-probe-bind-address":        ":8081",
-		"metrics-bind-address":             ":8080",
-		"cert-dir":                         certDir,
-		"shutdown-delay":                   "10s",
-		"drain-timeout":                    "15s",
-		"default-routing-delay":            "5s",
-		"default-max-work":                 "20s",
-		"default-cleanup":                  "2s",
-		"default-safety-margin":            "3s",
-		"max-grace-period":                 "10m",
-		"prestop-handler":                  "sleep",
-		"default-mode":                     "enforce",
-		"excluded-namespaces":              "kube-system",
-		"enable-http2":                     "false",
-		"zap-log-level":                    "info",
-		"zap-encoder":                      "json",
-		"cert-mode":                        "self-managed",
-		"cert-secret-name":                 "graceguard-cert",
-		"service-name":                     fullname,
-		"mutating-webhook-configuration":   fullname,
-		"validating-webhook-configuration": fullname,
-		"webhook-timeout":                  "5s",
-		"max-concurrent-reviews":           "64",
-		"max-inflight-review-bytes":        "16Mi",
+		"port":                                     "9443",
+		"health-probe-bind-address":                ":8081",
+		"metrics-bind-address":                     ":8080",
+		"cert-dir":                                 certDir,
+		"shutdown-delay":                           "10s",
+		"drain-timeout":                            "15s",
+		"default-routing-delay":                    "5s",
+		"default-max-work":                         "20s",
+		"default-cleanup":                          "2s",
+		"default-safety-margin":                    "3s",
+		"max-grace-period":                         "10m",
+		"prestop-handler":                          "sleep",
+		"default-mode":                             "enforce",
+		"excluded-namespaces":                      "kube-system",
+		"enable-http2":                             "false",
+		"zap-log-level":                            "info",
+		"zap-encoder":                              "json",
+		"cert-mode":                                "self-managed",
+		"cert-secret-name":                         "graceguard-cert",
+		"service-name":                             fullname,
+		"mutating-webhook-configuration":           fullname,
+		"validating-webhook-configuration":         fullname,
+		"webhook-timeout":                          "5s",
+		"max-concurrent-reviews":                   "64",
+		"max-inflight-review-bytes":                "16Mi",
+		"default-routing-profile":                  "",
+		"karpenter-termination-grace-period":       "0",
+		"karpenter-ceiling-action":                 "warn",
+		"node-shutdown-grace-period":               "0",
+		"node-shutdown-grace-period-critical-pods": "0",
+		"node-shutdown-ceiling-action":             "warn",
 	}
 	for k, v := range want {
 		if got, ok := f[k]; !ok || got != v {
@@ -215,6 +223,15 @@ config:
   logLevel: debug
   logFormat: console
   enableHTTP2: true
+  routingProfiles:
+    corp-lb: {routingDelay: 45s}
+    aws-nlb-ip: {routingDelay: 150s, graceFloor: 3m}
+  defaultRoutingProfile: corp-lb
+  karpenterTerminationGracePeriod: 48h
+  karpenterCeilingAction: deny
+  nodeShutdownGracePeriod: 30s
+  nodeShutdownGracePeriodCriticalPods: 10
+  nodeShutdownCeilingAction: warn
 `)
 	c := r.container(t)
 	f := flags(t, c)
@@ -223,11 +240,22 @@ config:
 		"default-routing-delay": "8s", "default-max-work": "1m30s", "default-cleanup": "0", "default-safety-margin": "5s",
 		"max-grace-period": "15m", "prestop-handler": "exec", "default-mode": "warn",
 		"excluded-namespaces": "kube-system,monitoring,istio-system", "zap-log-level": "debug", "zap-encoder": "console",
-		"enable-http2": "true",
+		"enable-http2": "true", "default-routing-profile": "corp-lb", "karpenter-termination-grace-period": "48h",
+		"karpenter-ceiling-action": "deny", "node-shutdown-grace-period": "30s", "node-shutdown-grace-period-critical-pods": "10",
+		"node-shutdown-ceiling-action": "warn",
 	} {
 		if f[k] != v {
 			t.Errorf("--%s=%q, want %q", k, f[k], v)
 		}
+	}
+	var profiles []string
+	for _, a := range c.Args {
+		if v, ok := strings.CutPrefix(a, "--routing-profile="); ok {
+			profiles = append(profiles, v)
+		}
+	}
+	if got, want := strings.Join(profiles, " "), "aws-nlb-ip=150s,grace-floor=3m corp-lb=45s"; got != want {
+		t.Errorf("--routing-profile flags %q, want %q (one per profile, in name order)", got, want)
 	}
 	for _, p := range c.Ports {
 		if p.Name == "metrics" {
@@ -424,9 +452,18 @@ func TestWebhookRules(t *testing.T) {
 			t.Errorf("%s rules = %+v, want Pods CREATE only", name, got)
 		}
 	}
-	want := []rule{
-		{"apps", "v1", "deployments,statefulsets,daemonsets,replicasets", "CREATE,UPDATE"},
-		{"batch", "v1", "jobs,cronjobs", "CREATE,UPDATE"},
+	// The chart registers exactly the workloads graceguard's table marks
+	// as reviewed, one rule per group/version, in the table's order.
+	var want []rule
+	for _, w := range mutate.Workloads {
+		if !w.Reviewed {
+			continue
+		}
+		if n := len(want); n > 0 && want[n-1].groups == w.Group && want[n-1].versions == w.Version {
+			want[n-1].resources += "," + w.Resource
+			continue
+		}
+		want = append(want, rule{w.Group, w.Version, w.Resource, "CREATE,UPDATE"})
 	}
 	if got := flat(r.validatingHook(t, "validate-workloads.graceguard.io").Rules); !slices.Equal(got, want) {
 		t.Errorf("workload rules = %+v, want %+v", got, want)
@@ -731,7 +768,7 @@ func TestUserProvidedSecret(t *testing.T) {
 		}
 	}
 	for _, k := range r.keys() {
-		if strings.HasPrefix(k, "Secret/") || strings.HasPrefix(k, "Role/") || strings.HasPrefix(k, "Certificate/") || strings.HasPrefix(k, "Issuer/") {
+		if strings.HasPrefix(k, "Secret/") || (strings.HasPrefix(k, "Role/") && k != "Role/"+fullname+"-observer") || strings.HasPrefix(k, "Certificate/") || strings.HasPrefix(k, "Issuer/") {
 			t.Errorf("secret mode renders %s", k)
 		}
 	}

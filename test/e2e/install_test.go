@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -73,7 +74,7 @@ func uninstallGraceguard(ctx context.Context) {
 
 var _ = Describe("graceguard on a real node", Ordered, ContinueOnFailure, func() {
 	It("0. installs with its Helm chart, fills its certificates and mutates a dry-run Pod", func(ctx SpecContext) {
-		in := &evidence.Install{Release: releaseName, Namespace: releaseNS, Image: webhookImageRepo + ":" + webhookImageTag}
+		in := &evidence.Install{Release: releaseName, Namespace: releaseNS, Image: webhookImage.Name}
 		evMu.Lock()
 		ev.Install = in
 		evMu.Unlock()
@@ -91,8 +92,9 @@ var _ = Describe("graceguard on a real node", Ordered, ContinueOnFailure, func()
 		inst.ServerSideApply = true
 		inst.WaitStrategy = helmkube.HookOnlyStrategy
 		inst.Timeout = 2 * time.Minute
+		repo, tag, _ := strings.Cut(webhookImage.Name, ":")
 		values := map[string]any{
-			"image": map[string]any{"repository": webhookImageRepo, "tag": webhookImageTag, "pullPolicy": "Never"},
+			"image": map[string]any{"repository": repo, "tag": tag, "pullPolicy": "Never"},
 		}
 		start := time.Now()
 		_, err = inst.RunWithContext(ctx, ch, values)
@@ -150,6 +152,24 @@ var _ = Describe("graceguard on a real node", Ordered, ContinueOnFailure, func()
 			images = append(images, p.Spec.Containers[0].Image+" "+string(p.Spec.Containers[0].ImagePullPolicy))
 		}
 		in.Checks.Add("webhook replicas Ready", "2", len(pods) == 2, "%d (%s)", len(pods), strings.Join(images, ", "))
+		// The kubelet reports what it runs as imageID: the repo digest (the
+		// release's image index) when containerd knows one, else the image
+		// ID (the config digest of this node's platform in that index).
+		var running []string
+		for _, p := range pods {
+			for _, cs := range p.Status.ContainerStatuses {
+				running = append(running, cs.ImageID)
+			}
+		}
+		config := webhookImage.Configs["linux/"+runtime.GOARCH]
+		allRelease := len(running) == len(pods) && len(running) > 0
+		for _, id := range running {
+			if !strings.HasSuffix(id, "@"+webhookImage.Digest) && id != config {
+				allRelease = false
+			}
+		}
+		in.Checks.Add("the replicas run the release image (make image-oci, as make dist builds it)",
+			webhookImage.Digest+" (config "+config+")", allRelease, "%s", strings.Join(running, ", "))
 		in.Checks.Add("caBundle injected into every webhook by graceguard's rotator", fmt.Sprintf("%d webhooks", len(graceguardWebhooks)), len(in.Webhooks) == len(graceguardWebhooks), "%d: %s", len(in.Webhooks), strings.Join(in.Webhooks, ", "))
 		in.Checks.Add("dry-run Pod in an opted-in namespace comes back mutated", budgetKey+" set", in.DryRunBudget != "", "%q", in.DryRunBudget)
 		secret, err := kube.CoreV1().Secrets(releaseNS).Get(ctx, fullname+"-cert", metav1.GetOptions{})
@@ -182,6 +202,16 @@ var _ = Describe("graceguard on a real node", Ordered, ContinueOnFailure, func()
 	It("5. graceguard's own rollout while Pods are created: no failed or fail-open admission", func(ctx SpecContext) {
 		requireInstalled()
 		selfRollout(ctx)
+	})
+
+	It("6. a naive proxy sidecar: none lost when graceguard makes it outlive the app, lost when it exits with the app", func(ctx SpecContext) {
+		requireInstalled()
+		meshProxy(ctx)
+	}, NodeTimeout(6*time.Minute))
+
+	It("7. budgets from evidence: kills observed, the recommendation applied, the next rollout clean", func(ctx SpecContext) {
+		requireInstalled()
+		tuneFromEvidence(ctx)
 	})
 })
 

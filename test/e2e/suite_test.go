@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -23,18 +24,24 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/graceguard/graceguard/internal/release"
 	"github.com/graceguard/graceguard/test/cluster"
 	"github.com/graceguard/graceguard/test/e2e/evidence"
 	"github.com/graceguard/graceguard/test/images/ocipack"
 )
 
-// Images built from this checkout and imported into the node's containerd.
+// Images imported into the node's containerd: the webhook's is the release
+// image of this checkout (make image-oci, the same build as make dist's;
+// hack/e2e.sh builds it and names its image.json in GG_E2E_IMAGE), the
+// drainapp is built here.
 const (
-	webhookImageRepo = "registry.local/graceguard"
-	webhookImageTag  = "e2e"
-	drainappImage    = "registry.local/drainapp:e2e"
-	appPort          = 8080
+	drainappImage = "registry.local/drainapp:e2e"
+	appPort       = 8080
 )
+
+// webhookImage is the release image installed: its name (repository:tag)
+// and index digest, from GG_E2E_IMAGE.
+var webhookImage release.Image
 
 // Namespaces: opted-in ones carry graceguard.io/inject=enabled.
 const (
@@ -46,13 +53,15 @@ const (
 	nsHookA    = "gg-e2e-hook-a"
 	nsHookB    = "gg-e2e-hook-b"
 	nsChurn    = "gg-e2e-churn"
+	nsMesh     = "gg-e2e-mesh"
+	nsTune     = "gg-e2e-tune"
 	optInLabel = "graceguard.io/inject"
 )
 
 var testNamespaces = []struct {
 	name    string
 	optedIn bool
-}{{nsLab, true}, {nsControl, false}, {nsRollA, true}, {nsRollB, false}, {nsHookA, true}, {nsHookB, false}, {nsChurn, true}}
+}{{nsLab, true}, {nsControl, false}, {nsRollA, true}, {nsRollB, false}, {nsHookA, true}, {nsHookB, false}, {nsChurn, true}, {nsMesh, true}, {nsTune, true}}
 
 var (
 	cl       *cluster.Cluster
@@ -111,7 +120,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		digest          *string
 	}{
 		{"./test/images/drainapp", drainappImage, "/drainapp", []string{"/bin/sleep"}, &ev.Env.DrainappDigest},
-		{"./cmd/webhook", webhookImageRepo + ":" + webhookImageTag, "/webhook", nil, &ev.Env.WebhookDigest},
+		{"./test/images/tcpproxy", tcpproxyImage, "/tcpproxy", nil, &ev.Env.TcpproxyDigest},
 	} {
 		archive := filepath.Join(repoRoot, "bin", "images", "e2e-"+filepath.Base(img.pkg)+".tar")
 		res, err := ocipack.BuildGoImage(ctx, archive, ocipack.GoImage{
@@ -123,7 +132,16 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		*img.digest = res.Digest
 	}
 	ev.Env.DrainappImage = drainappImage
-	ev.Env.WebhookImage = webhookImageRepo + ":" + webhookImageTag
+	ev.Env.TcpproxyImage = tcpproxyImage
+
+	By("importing the release image of the webhook")
+	info := os.Getenv("GG_E2E_IMAGE")
+	Expect(info).NotTo(BeEmpty(), "GG_E2E_IMAGE must name the image.json of `make image-oci` (make e2e sets it)")
+	data, err := os.ReadFile(info)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(json.Unmarshal(data, &webhookImage)).To(Succeed())
+	Expect(cl.ImportImage(ctx, filepath.Join(filepath.Dir(info), webhookImage.Archive))).To(Succeed())
+	ev.Env.WebhookImage, ev.Env.WebhookDigest = webhookImage.Name, webhookImage.Digest
 
 	By("recreating the test namespaces")
 	for _, n := range testNamespaces {

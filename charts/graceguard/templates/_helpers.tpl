@@ -134,23 +134,29 @@ annotations:
 
 {{/*
 graceguard.seconds: the number of seconds (a float, as text) in a duration
-value: a Go duration ("10s", "1m30s", "1500ms", "1.5h") or whole seconds (10,
-"10"). Fails naming the key otherwise. Usage:
+value, read as the webhook's budget.ParseDuration reads it: a Go duration
+("10s", "1m30s", "1500ms", ".5s", "+5s") or whole seconds (10, "10"),
+surrounding spaces ignored. Fails naming the key otherwise (a negative
+duration too). Usage:
   include "graceguard.seconds" (list "shutdown.delay" .Values.shutdown.delay)
-Templates cannot call time.ParseDuration; this reads the same forms.
+Templates cannot call Go; test/chart holds this to budget.ParseDuration on
+one table of inputs (TestChartReadsDurationsAsTheWebhookDoes).
 */}}
 {{- define "graceguard.seconds" -}}
 {{- $key := index . 0 -}}
 {{- $text := toString (index . 1) | trim -}}
+{{- $number := `([0-9]+(\.[0-9]*)?|\.[0-9]+)` -}}
+{{- $unit := `(ns|us|µs|μs|ms|s|m|h)` -}}
 {{- if regexMatch `^[0-9]+$` $text -}}
 {{- $text -}}
-{{- else if regexMatch `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$` $text -}}
-{{- $units := dict "ns" 0.000000001 "us" 0.000001 "µs" 0.000001 "ms" 0.001 "s" 1.0 "m" 60.0 "h" 3600.0 -}}
+{{- else if regexMatch `^[+]?0$` $text -}}
+0
+{{- else if regexMatch (printf `^[+]?(%s%s)+$` $number $unit) $text -}}
+{{- $units := dict "ns" 0.000000001 "us" 0.000001 "µs" 0.000001 "μs" 0.000001 "ms" 0.001 "s" 1.0 "m" 60.0 "h" 3600.0 -}}
 {{- $total := 0.0 -}}
-{{- range regexFindAll `[0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h)` $text -1 -}}
-{{- $n := regexFind `^[0-9]+(\.[0-9]+)?` . -}}
-{{- $unit := trimPrefix $n . -}}
-{{- $total = addf $total (mulf (float64 $n) (get $units $unit)) -}}
+{{- range regexFindAll (printf `%s%s` $number $unit) $text -1 -}}
+{{- $n := regexFind (printf `^%s` $number) . -}}
+{{- $total = addf $total (mulf (float64 $n) (get $units (trimPrefix $n .))) -}}
 {{- end -}}
 {{- $total -}}
 {{- else -}}
@@ -188,12 +194,49 @@ matchConditions:
 {{- end -}}
 
 {{/*
+graceguard.builtinProfiles: the built-in routing profiles as
+name: {routingDelay, graceFloor}, for render-time checks. The webhook's own
+table is pkg/budget/profile.go; test/chart holds the two equal.
+*/}}
+{{- define "graceguard.builtinProfiles" -}}
+kube-proxy: {routingDelay: 5s, graceFloor: 0}
+ingress-nginx: {routingDelay: 10s, graceFloor: 0}
+aws-alb-ip: {routingDelay: 1m, graceFloor: 0}
+aws-nlb-ip: {routingDelay: 2m, graceFloor: 0}
+gke-neg: {routingDelay: 1m, graceFloor: 1m}
+azure-agic: {routingDelay: 1m30s, graceFloor: 1m41s}
+{{- end -}}
+
+{{/*
 The longest timeoutSeconds of the three webhooks, in seconds: the webhook's
 --webhook-timeout.
 */}}
 {{- define "graceguard.webhookTimeout" -}}
 {{- $h := .Values.webhooks -}}
 {{- max (int $h.mutatePods.timeoutSeconds) (int $h.validatePods.timeoutSeconds) (int $h.validateWorkloads.timeoutSeconds) -}}
+{{- end -}}
+
+{{/*
+The observer's own names and labels. Its Pods must not carry the webhook's
+selector labels: the webhook Service, PodDisruptionBudget and spread
+constraints select by those.
+*/}}
+{{- define "graceguard.observerName" -}}
+{{- printf "%s-observer" (include "graceguard.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "graceguard.observerSelectorLabels" -}}
+app.kubernetes.io/name: {{ printf "%s-observer" (include "graceguard.name" .) | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "graceguard.observerLabels" -}}
+helm.sh/chart: {{ include "graceguard.chart" . }}
+{{ include "graceguard.observerSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: graceguard
+app.kubernetes.io/component: observer
 {{- end -}}
 
 {{/*
@@ -242,9 +285,13 @@ block scalar of an expression.
 b.find(r'(^| ){{ . }}=[^ ]*').split('=')[1]
 {{- end -}}
 
-{{/* CEL: the record b has a term (list name) that is a duration CEL reads. */}}
-{{- define "graceguard.cel.termOK" -}}
-(b.matches(r'(^| ){{ . }}=') && {{ include "graceguard.cel.term" . }}.matches(r'^([0-9]{1,4}(\.[0-9]{1,9})?(h|m|s|ms|us|µs|ns)){1,6}$'))
+{{/*
+CEL: a duration as graceguard writes one in its record (budget.Format) and
+CEL's duration() reads it: at most 4 digits before a fraction, so it never
+overflows.
+*/}}
+{{- define "graceguard.cel.durationPattern" -}}
+([0-9]{1,4}(\.[0-9]{1,9})?(h|m|s|ms|us|µs|ns)){1,6}
 {{- end -}}
 
 {{/*
@@ -252,7 +299,7 @@ CEL: annotation value v is a duration graceguard and CEL read alike, and
 within graceguard's bound of 1h (graceguard.cel.duration reads it).
 */}}
 {{- define "graceguard.cel.durationOK" -}}
-((v.matches(r'^[0-9]{1,4}$') || v.matches(r'^([0-9]{1,4}(\.[0-9]{1,9})?(h|m|s|ms|us|µs|ns)){1,6}$')) && {{ include "graceguard.cel.duration" . }} <= duration('1h'))
+((v.matches(r'^[0-9]{1,4}$') || v.matches(r'^{{ include "graceguard.cel.durationPattern" . }}$')) && {{ include "graceguard.cel.duration" . }} <= duration('1h'))
 {{- end -}}
 
 {{- define "graceguard.cel.duration" -}}
@@ -270,13 +317,16 @@ internal/chart's TestProvenPodsPassValidation holds it to pkg/mutate.Validate.
 
   g    the grace period; out: the Pod opted out (graceguard.io/inject: "false")
   b    graceguard's record of the budget it applied (graceguard.io/budget),
-       "routing=5s work=20s cleanup=2s margin=3s grace=30s"; '' when opted out
+       exactly "routing=5s work=20s cleanup=2s margin=3s grace=30s" (a record
+       with any other term, a mesh proxy's, is left to the webhook); '' when
+       opted out
   rs   the longest hook that fits that record, in whole seconds (the routing
        term); any length when opted out
 
-A treated Pod is proven when the grace is at least the recorded grace, every
-regular container has a preStop hook, and every graceguard annotation agrees
-with the record (or, for the paths, probe port and handler, is one
+A Pod with a mesh proxy container or mesh settings is left to the webhook.
+A treated Pod is proven when its grace is the recorded grace, every regular
+container has a preStop hook, and every graceguard annotation agrees with the
+record (or, for the paths, probe port, handler and max-work: auto, is one
 graceguard accepts); any Pod, opted out or not, when every hook of every
 container is a length CEL reads, shorter than the grace and than its probes'
 grace, and (treated) at most rs.
@@ -286,14 +336,17 @@ grace, and (treated) at most rs.
   expression: |-
     !(
       size(object.spec.?containers.orValue([])) <= 32 && size(object.spec.?initContainers.orValue([])) <= 32 &&
+      // A mesh (its proxy, or its settings on the Pod) is left to the webhook.
+      !(object.spec.?containers.orValue([]) + object.spec.?initContainers.orValue([])).exists(c, c.?name.orValue('') in ['istio-proxy', 'linkerd-proxy']) &&
+      [object.metadata.?labels.orValue({})].all(l, !('sidecar.istio.io/inject' in l) && !('istio.io/rev' in l)) &&
       [object.spec.?terminationGracePeriodSeconds.orValue(0)].all(g, g > 0 &&
       [object.metadata.?annotations.orValue({})].all(a, size(a) <= 64 &&
+      !a.exists(k, k.contains('istio.io/') || k.contains('linkerd.io/')) &&
       [a[?'graceguard.io/inject'].orValue('') == 'false'].all(out,
       [out ? '' : a[?'graceguard.io/budget'].orValue('')].all(b,
         (out || (
-          {{ include "graceguard.cel.termOK" "routing" }} && {{ include "graceguard.cel.termOK" "work" }} &&
-          {{ include "graceguard.cel.termOK" "cleanup" }} && {{ include "graceguard.cel.termOK" "margin" }} &&
-          b.matches(r' grace=[0-9]{1,9}s$') && g >= int(b.find(r'[0-9]{1,9}s$').replace('s', '')) &&
+          b.matches(r'^routing={{ include "graceguard.cel.durationPattern" . }} work={{ include "graceguard.cel.durationPattern" . }} cleanup={{ include "graceguard.cel.durationPattern" . }} margin={{ include "graceguard.cel.durationPattern" . }} grace=[0-9]{1,9}s$') &&
+          g == int(b.find(r'[0-9]{1,9}s$').replace('s', '')) &&
           object.spec.?containers.orValue([]).all(c, c.?lifecycle.?preStop.hasValue()) &&
           a.all(k, v, !k.startsWith('graceguard.io/') ||
             k == 'graceguard.io/budget' ||
@@ -303,7 +356,7 @@ grace, and (treated) at most rs.
             (k == 'graceguard.io/probe-port' && ((v.matches(r'^[1-9][0-9]{0,4}$') && int(v) <= 65535) ||
               (v.matches(r'^[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$') && v.matches(r'[a-z]') && !v.contains('--')))) ||
             (k == 'graceguard.io/routing-delay' && {{ include "graceguard.cel.durationOK" . }} && {{ include "graceguard.cel.duration" . }} <= duration({{ include "graceguard.cel.term" "routing" }})) ||
-            (k == 'graceguard.io/max-work' && {{ include "graceguard.cel.durationOK" . }} && {{ include "graceguard.cel.duration" . }} == duration({{ include "graceguard.cel.term" "work" }})) ||
+            (k == 'graceguard.io/max-work' && (v == 'auto' || ({{ include "graceguard.cel.durationOK" . }} && {{ include "graceguard.cel.duration" . }} == duration({{ include "graceguard.cel.term" "work" }})))) ||
             (k == 'graceguard.io/cleanup' && {{ include "graceguard.cel.durationOK" . }} && {{ include "graceguard.cel.duration" . }} == duration({{ include "graceguard.cel.term" "cleanup" }})) ||
             (k == 'graceguard.io/safety-margin' && {{ include "graceguard.cel.durationOK" . }} && {{ include "graceguard.cel.duration" . }} == duration({{ include "graceguard.cel.term" "margin" }}))))) &&
         [out ? 9223372036854775807 : duration({{ include "graceguard.cel.term" "routing" }}).getSeconds()].all(rs,

@@ -87,6 +87,8 @@ type Run struct {
 	Rollout     *Rollout     `json:"rollout,omitempty"`
 	Hook        *Hook        `json:"hookLongerThanGrace,omitempty"`
 	SelfRollout *SelfRollout `json:"selfRollout,omitempty"`
+	MeshProxy   *MeshProxy   `json:"meshProxy,omitempty"`
+	Tune        *Tune        `json:"tuneFromEvidence,omitempty"`
 }
 
 // Env is what the run ran on.
@@ -104,6 +106,8 @@ type Env struct {
 	WebhookDigest  string `json:"webhookDigest"`
 	DrainappImage  string `json:"drainappImage"`
 	DrainappDigest string `json:"drainappDigest"`
+	TcpproxyImage  string `json:"tcpproxyImage,omitempty"`
+	TcpproxyDigest string `json:"tcpproxyDigest,omitempty"`
 	ClusterOwned   bool   `json:"clusterStartedBySuite"`
 }
 
@@ -294,6 +298,64 @@ type SelfRollout struct {
 	Checks  Checks           `json:"checks"`
 }
 
+// Tune is scenario 7: a budget shorter than the app's drain, observed by
+// graceguard's observer, its recommendation applied, and the next rollout.
+type Tune struct {
+	Namespace     string       `json:"namespace"`
+	Workload      string       `json:"workload"`
+	Replicas      int          `json:"replicas"`
+	Annotations   string       `json:"templateAnnotations"`
+	Grace         int64        `json:"templateGrace"`
+	Rate          int          `json:"requestsPerSecond"`
+	Work          Secs         `json:"workSeconds"`
+	RouterLag     Secs         `json:"routerLagSeconds"`
+	ClientTimeout Secs         `json:"clientTimeoutSeconds"`
+	Rounds        []*TuneRound `json:"rounds"`
+	// Recommend is `kubectl graceguard recommend` after the first round,
+	// RecommendYAML its -o yaml, applied server-side; RecommendAfter is
+	// recommend after the last round.
+	Recommend      string `json:"recommend"`
+	RecommendYAML  string `json:"recommendYAML"`
+	RecommendAfter string `json:"recommendAfter"`
+	// Table is `kubectl get shutdownreports` after the last round.
+	Table  []string `json:"reportTable"`
+	Events []string `json:"workloadEvents"`
+	// GarbageCollected: the report went away with the Deployment, in seconds.
+	GarbageCollected At     `json:"reportGarbageCollected"`
+	Checks           Checks `json:"checks"`
+}
+
+// TuneRound is one rollout of scenario 7 under load.
+type TuneRound struct {
+	Name   string `json:"name"`
+	Budget string `json:"oldPodsBudget"`
+	Grace  int64  `json:"oldPodsGrace"`
+	// Sent, Succeeded, Failed and ByKind are the load's requests.
+	Sent      int            `json:"sent"`
+	Succeeded int            `json:"succeeded"`
+	Failed    int            `json:"failed"`
+	ByKind    map[string]int `json:"failuresByKind"`
+	Rollout   Secs           `json:"rolloutSeconds"`
+	// Observed and Kills are what the report gained in this round.
+	Observed int64 `json:"observed"`
+	Kills    int64 `json:"kills"`
+	// Samples are the report's samples of this round's Pods.
+	Samples []TuneSample `json:"samples"`
+	// Recommended is the report's recommendation after the round.
+	Recommended string `json:"recommended"`
+}
+
+// TuneSample is one observed shutdown, beside what the app itself logged.
+type TuneSample struct {
+	Pod      string `json:"pod"`
+	Outcome  string `json:"outcome"`
+	ExitCode int32  `json:"exitCode"`
+	Drain    int64  `json:"observedDrainSeconds"`
+	// AppDrain is sigterm to shutdown_complete in the app's own log
+	// (nanoseconds); nil when the app never completed (killed).
+	AppDrain At `json:"appDrainSeconds,omitempty"`
+}
+
 // WebhookMetrics are the apiserver counters of one webhook.
 type WebhookMetrics struct {
 	Name      string  `json:"name"`
@@ -303,6 +365,37 @@ type WebhookMetrics struct {
 	// Skipped counts the requests a matchCondition kept from the webhook
 	// (apiserver_admission_match_condition_exclusions_total).
 	Skipped float64 `json:"skipped"`
+}
+
+// MeshProxy is scenario 6: Pods whose traffic enters through a naive
+// proxy sidecar (exits at once on SIGTERM), deleted while requests run
+// through it; one arm per name of the proxy container.
+type MeshProxy struct {
+	Requests int        `json:"requestsPerPod"`
+	Request  Secs       `json:"requestSeconds"`
+	Arms     []*MeshArm `json:"arms"`
+	Checks   Checks     `json:"checks"`
+}
+
+// MeshArm is one Pod of scenario 6.
+type MeshArm struct {
+	Name         string `json:"name"`
+	Pod          string `json:"pod"`
+	Proxy        string `json:"proxyContainer"`
+	Budget       string `json:"budget"`
+	Grace        int64  `json:"terminationGracePeriodSeconds"`
+	AppPreStop   string `json:"appPreStop"`
+	ProxyPreStop string `json:"proxyPreStop"`
+	Completed    int    `json:"completed"`
+	Cut          int    `json:"cut"`
+	// Clients are the requests' outcomes, as the client saw them.
+	Clients []string `json:"clients"`
+	// Moments, seconds after the delete call.
+	AppSIGTERM       At `json:"appSigterm"`
+	AppShutdown      At `json:"appShutdownComplete"`
+	ProxySIGTERM     At `json:"proxySigterm"`
+	LastClientAnswer At `json:"lastClientAnswer"`
+	PodGone          At `json:"podGone"`
 }
 
 // Read loads a Run.
@@ -339,6 +432,8 @@ func (r *Run) scenarios() []scenario {
 	add("rollout", "3. Rollout restart under load", r.Rollout != nil, checksOfR(r.Rollout))
 	add("hook", "4. preStop hook longer than grace", r.Hook != nil, checksOfH(r.Hook))
 	add("self", "5. graceguard's own rollout", r.SelfRollout != nil, checksOfS(r.SelfRollout))
+	add("mesh", "6. A naive proxy sidecar in front of the app", r.MeshProxy != nil, checksOfM(r.MeshProxy))
+	add("tune", "7. Budgets from evidence: observe, recommend, apply", r.Tune != nil, checksOfT(r.Tune))
 	return out
 }
 
@@ -373,6 +468,18 @@ func checksOfH(h *Hook) Checks {
 		return nil
 	}
 	return h.Checks
+}
+func checksOfM(m *MeshProxy) Checks {
+	if m == nil {
+		return nil
+	}
+	return m.Checks
+}
+func checksOfT(t *Tune) Checks {
+	if t == nil {
+		return nil
+	}
+	return t.Checks
 }
 func checksOfS(s *SelfRollout) Checks {
 	if s == nil {

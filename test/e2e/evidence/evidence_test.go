@@ -95,3 +95,51 @@ func wellFormed(t *testing.T, svg string) {
 		}
 	}
 }
+
+func TestRendersTheMeshProxyScenario(t *testing.T) {
+	r := &Run{Schema: Schema}
+	at := func(s float64) At { v := Secs(s); return &v }
+	r.MeshProxy = &MeshProxy{Requests: 4, Request: 15, Arms: []*MeshArm{
+		{Name: "A: proxy named istio-proxy (mesh handling)", Budget: "routing=5s work=20s cleanup=2s proxy=5s margin=3s grace=35s", Grace: 35,
+			AppPreStop: "sleep 5s", ProxyPreStop: "sleep 27s", Completed: 4, Clients: []string{"200 ok"}, ProxySIGTERM: at(28.5), AppShutdown: at(15.1)},
+		{Name: "B: the same proxy named proxy", Grace: 30, AppPreStop: "sleep 5s", ProxyPreStop: "sleep 5s", Cut: 4, Clients: []string{"error (eof): EOF"}, ProxySIGTERM: at(6.9)},
+	}}
+	r.MeshProxy.Checks.Add("A: every request through the proxy completes", "4 of 4", true, "%d completed", 4)
+	md := Markdown(r, ".")
+	for _, want := range []string{
+		"| 6. A naive proxy sidecar in front of the app | passed |",
+		"## 6. A naive proxy sidecar in front of the app",
+		"| A: proxy named istio-proxy (mesh handling) | `routing=5s work=20s cleanup=2s proxy=5s margin=3s grace=35s` | 35 | sleep 5s | sleep 27s | 4 / 0 |",
+		"A: proxy named istio-proxy (mesh handling): 4 of 4 requests completed, proxy SIGTERM 28.50 s",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the mesh scenario renders without %q:\n%s", want, md)
+		}
+	}
+}
+
+// testdata/run-tune.json is a real run with scenario 7 (budgets from
+// evidence): its rounds, the recommend output and the report table render.
+func TestRendersTheTuneScenario(t *testing.T) {
+	r, err := Read(filepath.Join("testdata", "run-tune.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Tune == nil || len(r.Tune.Rounds) != 3 {
+		t.Fatalf("the run has no scenario 7 with three rounds: %+v", r.Tune)
+	}
+	md := Markdown(r, "e2e")
+	for _, want := range []string{
+		"| 7. Budgets from evidence: observe, recommend, apply | passed |",
+		"## 7. Budgets from evidence: observe, recommend, apply",
+		"| 1. restart, max-work 5s | `routing=5s work=5s cleanup=2s margin=3s grace=15s` |",
+		"kubectl graceguard recommend -n gg-e2e-tune",
+		"NAME             WORKLOAD     SAMPLES",
+		"Warning ShutdownKilled:",
+		"| round 3: no failed request | 0 failed | 0 failed of",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the Markdown lacks %q", want)
+		}
+	}
+}

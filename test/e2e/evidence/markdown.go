@@ -126,8 +126,8 @@ func Markdown(r *Run, assets string) string {
 	if in := r.Install; in != nil {
 		b.WriteString("## 0. Install with the Helm chart\n\n")
 		fmt.Fprintf(&b, "`%s` installed as release `%s` in `%s` with the Helm SDK (`action.NewInstall`, server-side apply) and the\n"+
-			"chart's defaults except the image: `%s`, `pullPolicy: Never`, built from `cmd/webhook` and imported into the node's\n"+
-			"containerd. Certificates are the chart's default, self-managed: the webhook fills the chart's empty Secret, the kubelet\n"+
+			"chart's defaults except the image: `%s`, `pullPolicy: Never`, the release image of this commit (`make image-oci`,\n"+
+			"built as `make dist` builds it, without Docker) imported into the node's containerd. Certificates are the chart's default, self-managed: the webhook fills the chart's empty Secret, the kubelet\n"+
 			"mounts it, and the webhook injects its CA into the webhook configurations.\n\n", in.Chart, in.Release, in.Namespace, in.Image)
 		fmt.Fprintf(&b, "| after `helm install` started | seconds |\n|---|---|\n| install returned | %s |\n| caBundle injected in every webhook | %s |\n| %d replicas Ready | %s |\n| a dry-run Pod comes back mutated | %s |\n\n",
 			secs(in.HelmInstall), secs(in.CABundle), in.Replicas, secs(in.ReplicasUp), secs(in.DryRunMutate))
@@ -262,6 +262,31 @@ func Markdown(r *Run, assets string) string {
 		checksTable(&b, s.Checks)
 	}
 
+	if m := r.MeshProxy; m != nil {
+		b.WriteString("## 6. A naive proxy sidecar in front of the app\n\n")
+		fmt.Fprintf(&b, "Each Pod runs the drain app behind `tcpproxy` (test/images/tcpproxy): clients reach the app only through the\n"+
+			"proxy, which exits at once on SIGTERM, like a mesh proxy without a drain. %d requests of %s each run through it\n"+
+			"when the Pod is deleted. Named `istio-proxy`, graceguard handles it as a mesh proxy (docs/meshes.md): it waits\n"+
+			"for the app's whole shutdown before its SIGTERM. Under another name graceguard treats it like any container,\n"+
+			"as it did before mesh awareness: the routing delay's sleep, then SIGTERM with the app.\n\n", m.Requests, secs(m.Request))
+		b.WriteString("| arm | budget | grace | app preStop | proxy preStop | completed / cut | app SIGTERM | app done | proxy SIGTERM | Pod gone |\n|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, a := range m.Arms {
+			fmt.Fprintf(&b, "| %s | `%s` | %d | %s | %s | %d / %d | %s | %s | %s | %s |\n", cell(a.Name), OrNone(a.Budget), a.Grace, a.AppPreStop, a.ProxyPreStop,
+				a.Completed, a.Cut, at(a.AppSIGTERM), at(a.AppShutdown), at(a.ProxySIGTERM), at(a.PodGone))
+		}
+		b.WriteString("\nClients, per arm: ")
+		var parts []string
+		for _, a := range m.Arms {
+			parts = append(parts, fmt.Sprintf("%s: %s", a.Name, strings.Join(a.Clients, ", ")))
+		}
+		b.WriteString(strings.Join(parts, "; ") + ".\n\n")
+		checksTable(&b, m.Checks)
+	}
+
+	if t := r.Tune; t != nil {
+		tuneSection(&b, t)
+	}
+
 	b.WriteString("## Specs\n\n| spec | state | duration |\n|---|---|---|\n")
 	for _, s := range r.Specs {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", cell(s.Name), s.State, secs(s.Duration))
@@ -272,8 +297,67 @@ func Markdown(r *Run, assets string) string {
 			fmt.Fprintf(&b, "Failure of \"%s\":\n\n```\n%s\n```\n\n", s.Name, s.Failure)
 		}
 	}
-	fmt.Fprintf(&b, "Images: `%s` (%s), `%s` (%s).\n", r.Env.WebhookImage, r.Env.WebhookDigest, r.Env.DrainappImage, r.Env.DrainappDigest)
+	fmt.Fprintf(&b, "Images: `%s` (%s), `%s` (%s)", r.Env.WebhookImage, r.Env.WebhookDigest, r.Env.DrainappImage, r.Env.DrainappDigest)
+	if r.Env.TcpproxyImage != "" {
+		fmt.Fprintf(&b, ", `%s` (%s)", r.Env.TcpproxyImage, r.Env.TcpproxyDigest)
+	}
+	b.WriteString(".\n")
 	return b.String()
+}
+
+func tuneSection(b *strings.Builder, t *Tune) {
+	b.WriteString("## 7. Budgets from evidence: observe, recommend, apply\n\n")
+	fmt.Fprintf(b, "Deployment `%s/%s`, %d replicas, Pod template annotations `%s` and `terminationGracePeriodSeconds: %d`\n"+
+		"(a team that trimmed its grace to the budget). The app's drain really takes longer than 5 s: the load sends %d requests/s\n"+
+		"of %s work through the router of scenario 3 (lag %s, client timeout %s), and requests admitted until the router\n"+
+		"withdraws a Pod keep it draining about 12 s after SIGTERM. graceguard's observer (the chart's `observer` Deployment) records\n"+
+		"every old Pod's shutdown in ShutdownReport `deployment-%s`; `kubectl graceguard recommend` (run in-process with the\n"+
+		"cluster's kubeconfig) reads it, and its `-o yaml` is applied with server-side apply, as its help says. Each round is a\n"+
+		"rollout under that load: a restart; the rollout the applied recommendation itself starts (the Pods it replaces still\n"+
+		"have the old budget, so they are cut once more); and the next restart.\n\n",
+		t.Namespace, t.Workload, t.Replicas, t.Annotations, t.Grace, t.Rate, secs(t.Work), secs(t.RouterLag), secs(t.ClientTimeout), t.Workload)
+	b.WriteString("| round | old Pods' budget | sent | succeeded | failed | failures by kind | shutdowns observed | SIGKILLed | observed drains (s) | recommendation after the round | rollout |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, rd := range t.Rounds {
+		var drains []string
+		for _, s := range rd.Samples {
+			d := fmt.Sprintf("%d", s.Drain)
+			if s.Outcome == "Killed" {
+				d += " killed"
+			}
+			if s.AppDrain != nil {
+				d += fmt.Sprintf(" (app: %.2f)", float64(*s.AppDrain))
+			}
+			drains = append(drains, d)
+		}
+		fmt.Fprintf(b, "| %s | `%s` | %d | %d | %d | %s | %d | %d | %s | %s | %s |\n", rd.Name, rd.Budget, rd.Sent, rd.Succeeded, rd.Failed,
+			cell(KindList(rd.ByKind)), rd.Observed, rd.Kills, cell(OrNone(strings.Join(drains, ", "))), cell(rd.Recommended), secs(rd.Rollout))
+	}
+	b.WriteString("\nObserved drains are the observer's (SIGTERM to exit from whole-second API times; for a killed Pod, SIGTERM to the\n" +
+		"kill); \"app\" is sigterm to shutdown_complete in the app's own nanosecond log, where it completed.\n\n")
+	if t.Recommend != "" {
+		fmt.Fprintf(b, "`kubectl graceguard recommend -n %s` after the first round:\n\n```\n%s```\n\n", t.Namespace, t.Recommend)
+	}
+	if t.RecommendYAML != "" {
+		fmt.Fprintf(b, "Its `-o yaml`, applied as `kubectl apply --server-side --force-conflicts --field-manager=graceguard-recommend` does\n"+
+			"(client-go's dynamic client, server-side apply with force):\n\n```yaml\n%s```\n\n", t.RecommendYAML)
+	}
+	if len(t.Events) > 0 {
+		b.WriteString("Events on the Deployment:\n\n")
+		for _, e := range t.Events {
+			fmt.Fprintf(b, "- %s\n", e)
+		}
+		b.WriteString("\n")
+	}
+	if len(t.Table) > 0 {
+		fmt.Fprintf(b, "`kubectl get shutdownreports -n %s` after the last round (the CRD's printer columns):\n\n```\n%s\n```\n\n", t.Namespace, strings.Join(t.Table, "\n"))
+	}
+	if t.RecommendAfter != "" {
+		fmt.Fprintf(b, "`kubectl graceguard recommend` after the last round:\n\n```\n%s```\n\n", t.RecommendAfter)
+	}
+	if t.GarbageCollected != nil {
+		fmt.Fprintf(b, "Deleting the Deployment took its report with it (garbage collection through the report's owner reference) within %s.\n\n", at(t.GarbageCollected))
+	}
+	checksTable(b, t.Checks)
 }
 
 func onOff(b bool) string {
@@ -397,6 +481,22 @@ func summary(r *Run, name string) string {
 			}
 			return s
 		}
+	case "tune":
+		if t := r.Tune; t != nil {
+			var parts []string
+			for _, rd := range t.Rounds {
+				parts = append(parts, fmt.Sprintf("%s: %d of %d requests failed, %d of %d shutdowns SIGKILLed", rd.Name, rd.Failed, rd.Sent, rd.Kills, rd.Observed))
+			}
+			return strings.Join(parts, "; ")
+		}
+	case "mesh":
+		if m := r.MeshProxy; m != nil {
+			var parts []string
+			for _, a := range m.Arms {
+				parts = append(parts, fmt.Sprintf("%s: %d of %d requests completed, proxy SIGTERM %s, app done %s", a.Name, a.Completed, a.Completed+a.Cut, at(a.ProxySIGTERM), at(a.AppShutdown)))
+			}
+			return strings.Join(parts, "; ")
+		}
 	case "self":
 		if s := r.SelfRollout; s != nil {
 			var fo, rej float64
@@ -451,6 +551,10 @@ Stand-ins, and what they hide:
   Service's ClusterIP. A terminating replica leaves that choice as soon as its endpoint turns not-ready; behind a real
   ClusterIP, kube-proxy's convergence lag would apply as well (graceguard's preStop sleep and shutdown delay are
   there for that).
+- **A naive TCP proxy instead of Envoy or linkerd2-proxy** (scenario 6). It has the one property the scenario is
+  about, exiting on SIGTERM while connections run through it; it does not intercept traffic with iptables, so clients
+  address its port directly. What graceguard does for real Istio and Linkerd Pods (their injectors' shapes, both
+  webhook orders) is proven against stand-in injectors on a real kube-apiserver in envtest, not on this node.
 - **Images without a registry**, built from this checkout and imported into containerd (` + "`imagePullPolicy: Never`" + `).
 
 `

@@ -45,11 +45,17 @@ func run() int {
 	levels := flag.String("namespaces", "10,100,1000,10000", "numbers of namespaces in the cluster at which the namespace cost is measured")
 	flag.IntVar(&o.NamespaceRate, "namespace-rate", 500, "offered rate of the webhook runs of the namespace sweep, requests/s")
 	flag.DurationVar(&o.NamespaceLoad, "namespace-duration", 4*time.Second, "measured length of each namespace-sweep webhook run")
+	flag.IntVar(&o.ObserverPods, "observer-pods", 10000, "treated Pods in the cluster of the observer phase")
+	flag.IntVar(&o.ObserverUntreated, "observer-untreated", 10000, "untreated Pods beside them (a namespace that did not opt in)")
+	flag.IntVar(&o.ObserverWorkloads, "observer-workloads", 100, "Deployments owning the treated Pods (through a ReplicaSet each)")
+	flag.IntVar(&o.ObserverRate, "observer-rate", 50, "treated Pods deleted (and replaced) per second")
+	flag.IntVar(&o.ObserverClients, "observer-clients", 48, "clients creating the observer phase's Pods and making its deletions")
+	flag.DurationVar(&o.ObserverChurn, "observer-duration", 60*time.Second, "how long treated Pods are deleted at -observer-rate")
 	flag.Float64Var(&o.WaitLoad, "wait-load", 0, "if > 0, first wait until the 1-minute load average is below this")
 	flag.DurationVar(&o.WaitTimeout, "wait-timeout", 10*time.Minute, "longest wait for -wait-load; then measure anyway (and say so)")
 	render := flag.String("render", "", "only rewrite the documents in -out from this benchmarks.json (measures nothing)")
 	armList := flag.String("arms", "", "comma-separated arms of the Pod creation phase to run (development; default all)")
-	skip := flag.String("skip", "", "comma-separated phases to leave out while developing: go, load, create, namespaces")
+	skip := flag.String("skip", "", "comma-separated phases to leave out while developing: go, load, create, namespaces, observer")
 	flag.Parse()
 
 	var err error

@@ -1,0 +1,192 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// MaxSamples bounds the samples a report keeps: the most recent ones.
+const MaxSamples = 50
+
+// ShutdownReport is what graceguard observed of one workload's Pod
+// shutdowns: the last samples, their summary and the max-work they support.
+// graceguard's observer writes it; `kubectl graceguard recommend` reads it.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=sdr,categories=graceguard
+// +kubebuilder:printcolumn:name="Workload",type=string,JSONPath=`.spec.workload.kind`
+// +kubebuilder:printcolumn:name="Name",type=string,JSONPath=`.spec.workload.name`,priority=1
+// +kubebuilder:printcolumn:name="Samples",type=integer,JSONPath=`.status.summary.samples`
+// +kubebuilder:printcolumn:name="Kills",type=integer,JSONPath=`.status.summary.kills`
+// +kubebuilder:printcolumn:name="Hook-Failed",type=integer,JSONPath=`.status.summary.hookFailures`,priority=1
+// +kubebuilder:printcolumn:name="Drain-P50",type=string,JSONPath=`.status.summary.drainP50`
+// +kubebuilder:printcolumn:name="Drain-P95",type=string,JSONPath=`.status.summary.drainP95`
+// +kubebuilder:printcolumn:name="Drain-Max",type=string,JSONPath=`.status.summary.drainMax`
+// +kubebuilder:printcolumn:name="Work",type=string,JSONPath=`.status.summary.maxWork`
+// +kubebuilder:printcolumn:name="Grace",type=integer,JSONPath=`.status.summary.grace`
+// +kubebuilder:printcolumn:name="Rec-Work",type=string,JSONPath=`.status.recommendation.maxWork`
+// +kubebuilder:printcolumn:name="Rec-Grace",type=integer,JSONPath=`.status.recommendation.grace`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ShutdownReport struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ShutdownReportSpec   `json:"spec"`
+	Status ShutdownReportStatus `json:"status,omitempty"`
+}
+
+// ShutdownReportSpec names the workload the report is about.
+type ShutdownReportSpec struct {
+	// Workload is the Deployment, StatefulSet, DaemonSet, CronJob, Job or
+	// ReplicaSet whose Pods were observed; it also owns the report.
+	Workload WorkloadReference `json:"workload"`
+}
+
+// WorkloadReference names a workload in the report's namespace.
+type WorkloadReference struct {
+	// APIVersion of the workload, e.g. apps/v1.
+	// +kubebuilder:validation:MinLength=1
+	APIVersion string `json:"apiVersion"`
+	// Kind of the workload, e.g. Deployment.
+	// +kubebuilder:validation:MinLength=1
+	Kind string `json:"kind"`
+	// Name of the workload.
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+}
+
+// ShutdownReportStatus is written by graceguard's observer.
+type ShutdownReportStatus struct {
+	// Observed counts every Pod shutdown recorded in this report, including
+	// those that have left the sample window.
+	// +optional
+	Observed int64 `json:"observed,omitempty"`
+	// KillsObserved counts every SIGKILL recorded in this report.
+	// +optional
+	KillsObserved int64 `json:"killsObserved,omitempty"`
+	// HookFailuresObserved counts every failed preStop hook recorded in this report.
+	// +optional
+	HookFailuresObserved int64 `json:"hookFailuresObserved,omitempty"`
+	// LastObserved is when the last sample's Pod was deleted.
+	// +optional
+	LastObserved *metav1.Time `json:"lastObserved,omitempty"`
+	// Summary is over the samples.
+	// +optional
+	Summary Summary `json:"summary,omitempty"`
+	// Recommendation is the max-work the samples support.
+	// +optional
+	Recommendation *Recommendation `json:"recommendation,omitempty"`
+	// Samples are the most recent shutdowns, oldest first, at most 50.
+	// +kubebuilder:validation:MaxItems=50
+	// +listType=atomic
+	// +optional
+	Samples []Sample `json:"samples,omitempty"`
+}
+
+// Summary reduces the samples. Durations are whole seconds, as in "12s".
+type Summary struct {
+	// Samples is the number of samples summarised.
+	Samples int32 `json:"samples"`
+	// Kills is how many samples were SIGKILLed at the end of their grace.
+	Kills int32 `json:"kills"`
+	// HookFailures is how many samples had a preStop hook fail.
+	HookFailures int32 `json:"hookFailures"`
+	// DrainP50, DrainP95 and DrainMax are over the drains (SIGTERM to exit)
+	// that ended on their own; empty when every sample was killed.
+	// +optional
+	DrainP50 string `json:"drainP50,omitempty"`
+	// +optional
+	DrainP95 string `json:"drainP95,omitempty"`
+	// +optional
+	DrainMax string `json:"drainMax,omitempty"`
+	// DrainCut is the longest drain a SIGKILL cut short.
+	// +optional
+	DrainCut string `json:"drainCut,omitempty"`
+	// Budget is the graceguard.io/budget of the most recent sample.
+	// +optional
+	Budget string `json:"budget,omitempty"`
+	// MaxWork is the work term of Budget.
+	// +optional
+	MaxWork string `json:"maxWork,omitempty"`
+	// Grace is the grace period of the most recent sample, in seconds.
+	// +optional
+	Grace int64 `json:"grace,omitempty"`
+}
+
+// Recommendation is the graceguard.io/max-work the samples support.
+type Recommendation struct {
+	// MaxWork is the value for graceguard.io/max-work, e.g. "21s".
+	MaxWork string `json:"maxWork"`
+	// Grace is the grace period that max-work gives, with the other terms
+	// of the current budget.
+	Grace int64 `json:"grace"`
+	// Enough is false when there are too few samples and no kill: the
+	// recommendation is then only an indication.
+	Enough bool `json:"enough"`
+	// Reason explains the value.
+	Reason string `json:"reason"`
+}
+
+// Outcome is how one shutdown ended.
+// +kubebuilder:validation:Enum=Exited;Killed
+type Outcome string
+
+const (
+	// OutcomeExited: every treated container exited before its grace ran out.
+	OutcomeExited Outcome = "Exited"
+	// OutcomeKilled: a treated container was SIGKILLed at the end of its grace.
+	OutcomeKilled Outcome = "Killed"
+)
+
+// Sample is one Pod's shutdown. Times are the API's, in whole seconds.
+type Sample struct {
+	// Pod is the Pod's name.
+	Pod string `json:"pod"`
+	// Container is the treated container that exited last.
+	Container string `json:"container"`
+	// Deleted is when the deletion was requested:
+	// deletionTimestamp - deletionGracePeriodSeconds.
+	Deleted metav1.Time `json:"deleted"`
+	// GraceSeconds is the grace the deletion gave (deletionGracePeriodSeconds).
+	GraceSeconds int64 `json:"graceSeconds"`
+	// PreStopSeconds is the length of that container's preStop hook: the
+	// time from deletion to SIGTERM.
+	PreStopSeconds int64 `json:"preStopSeconds"`
+	// PreStopEstimated is set when the hook's length cannot be read from
+	// the spec (HTTP, scripts): PreStopSeconds is then the budget's
+	// routing term, and the drain is an estimate.
+	// +optional
+	PreStopEstimated bool `json:"preStopEstimated,omitempty"`
+	// HookFailed: a FailedPreStopHook event names a treated container;
+	// SIGTERM then came when the hook failed.
+	// +optional
+	HookFailed bool `json:"hookFailed,omitempty"`
+	// Exited is when the container exited (finishedAt).
+	Exited metav1.Time `json:"exited"`
+	// ExitCode is the container's exit code; 137 is SIGKILL.
+	ExitCode int32 `json:"exitCode"`
+	// Reason is the container runtime's reason (Completed, Error, ...).
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Outcome is Exited or Killed.
+	Outcome Outcome `json:"outcome"`
+	// DrainSeconds runs from SIGTERM to the exit; for a killed container, to
+	// the kill (the drain needed was longer).
+	DrainSeconds int64 `json:"drainSeconds"`
+	// Budget is the Pod's graceguard.io/budget annotation.
+	// +optional
+	Budget string `json:"budget,omitempty"`
+}
+
+// ShutdownReportList is a list of ShutdownReports.
+//
+// +kubebuilder:object:root=true
+type ShutdownReportList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ShutdownReport `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ShutdownReport{}, &ShutdownReportList{})
+}

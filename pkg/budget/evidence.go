@@ -1,0 +1,149 @@
+package budget
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Observation is one Pod's shutdown as graceguard's observer saw it. The
+// API records times in whole seconds, so every duration here is whole
+// seconds and may be off by one.
+type Observation struct {
+	// Drain runs from SIGTERM to the exit of the Pod's last treated
+	// container. For a killed container it runs to the SIGKILL: a lower
+	// bound of the drain the Pod needed, not the drain itself.
+	Drain time.Duration
+	// Killed: a treated container was SIGKILLed at the end of its grace.
+	Killed bool
+	// HookFailed: a treated container's preStop hook failed, so SIGTERM
+	// came at once instead of after the routing delay.
+	HookFailed bool
+}
+
+// Evidence summarises observations.
+type Evidence struct {
+	Samples, Kills, HookFailures int
+	// P50, P95 and Max are over the drains that ended on their own (the
+	// Pods that were not killed); zero when every Pod was killed.
+	P50, P95, Max time.Duration
+	// Cut is the longest drain a SIGKILL cut short: those Pods needed more.
+	Cut time.Duration
+}
+
+// Summarize reduces observations to their evidence. Percentiles are
+// nearest-rank over whole seconds.
+func Summarize(obs []Observation) Evidence {
+	var e Evidence
+	var clean []time.Duration
+	for _, o := range obs {
+		e.Samples++
+		if o.HookFailed {
+			e.HookFailures++
+		}
+		if o.Killed {
+			e.Kills++
+			e.Cut = max(e.Cut, o.Drain)
+			continue
+		}
+		clean = append(clean, o.Drain)
+	}
+	if len(clean) == 0 {
+		return e
+	}
+	slices.Sort(clean)
+	e.P50, e.P95, e.Max = rank(clean, 50), rank(clean, 95), clean[len(clean)-1]
+	return e
+}
+
+// rank is the nearest-rank percentile of sorted values.
+func rank(sorted []time.Duration, p int) time.Duration {
+	i := (p*len(sorted)+99)/100 - 1
+	return sorted[max(i, 0)]
+}
+
+// Precision is added to every recommendation: the API's timestamps are
+// whole seconds, so an observed drain may be a second short.
+const Precision = time.Second
+
+// Advice is the max-work the evidence supports.
+type Advice struct {
+	// Work is the graceguard.io/max-work that covers every drain seen;
+	// zero without any observation.
+	Work time.Duration
+	// Enough is false when there are fewer than the minimum samples and
+	// no kill: Work is then only an indication. A kill is enough on its
+	// own: it proves the budget too short.
+	Enough bool
+	// Why explains Work in one sentence.
+	Why string
+}
+
+// Raise reports whether the advice is to raise max-work above current.
+func (a Advice) Raise(current Budget) bool { return a.Enough && a.Work > current.Work }
+
+// Lower reports whether the evidence allows a lower max-work than current.
+func (a Advice) Lower(current Budget) bool { return a.Enough && a.Work < current.Work }
+
+// Grace is the grace period the budget needs with Work as its work term.
+func (a Advice) Grace(current Budget) int64 {
+	b := current
+	b.Work = a.Work
+	return b.Grace()
+}
+
+// Recommend says what max-work the evidence supports.
+//
+// Pods that drained on their own show what the work needs: the longest of
+// them, plus Precision. A Pod killed at the end of its grace shows only
+// that its drain was longer than what it got; when no Pod that drained on
+// its own took longer than that, the drain needed is unknown and the advice
+// is twice what was cut short, so that each round of kills at least
+// doubles the budget until Pods drain on their own and are measured.
+func Recommend(e Evidence, minSamples int) Advice {
+	if e.Samples == 0 {
+		return Advice{Why: "no shutdown observed yet"}
+	}
+	var a Advice
+	switch {
+	case e.Kills > 0 && e.Cut >= e.Max:
+		a.Work = CeilDuration(2*e.Cut) + Precision
+		a.Why = fmt.Sprintf("%s SIGKILLed after draining %s: the drain needed is longer and unknown; twice that, plus %s for whole-second timestamps",
+			killed(e), Format(e.Cut), Format(Precision))
+	case e.Kills > 0:
+		a.Work = CeilDuration(e.Max) + Precision
+		a.Why = fmt.Sprintf("%s SIGKILLed after draining %s, and the others drained in at most %s: that, plus %s for whole-second timestamps",
+			killed(e), Format(e.Cut), Format(e.Max), Format(Precision))
+	default:
+		a.Work = CeilDuration(e.Max) + Precision
+		a.Why = fmt.Sprintf("%s drained after SIGTERM in at most %s (p50 %s, p95 %s): that, plus %s for whole-second timestamps",
+			pods(e.Samples), Format(e.Max), Format(e.P50), Format(e.P95), Format(Precision))
+	}
+	a.Work = min(a.Work, MaxTerm)
+	a.Enough = e.Kills > 0 || e.Samples >= minSamples
+	if !a.Enough {
+		a.Why = fmt.Sprintf("too few samples: %d of the %d needed, and no kill; %s", e.Samples, minSamples, a.Why)
+	}
+	return a
+}
+
+// CeilDuration rounds d up to whole seconds.
+func CeilDuration(d time.Duration) time.Duration { return time.Duration(CeilSeconds(d)) * time.Second }
+
+// killed says "1 of 3 Pods was" or "2 of 3 Pods were".
+func killed(e Evidence) string {
+	if e.Samples == 1 {
+		return "the 1 Pod observed was"
+	}
+	if e.Kills == 1 {
+		return fmt.Sprintf("1 of %d Pods was", e.Samples)
+	}
+	return fmt.Sprintf("%d of %d Pods were", e.Kills, e.Samples)
+}
+
+func pods(n int) string {
+	if n == 1 {
+		return "1 Pod"
+	}
+	return fmt.Sprintf("%d Pods", n)
+}

@@ -1,0 +1,218 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/graceguard/graceguard/pkg/config"
+	"github.com/graceguard/graceguard/pkg/manifest"
+	"github.com/graceguard/graceguard/pkg/mutate"
+)
+
+// skipOwned: a workload whose Pod template is its controller's (a
+// Deployment's ReplicaSet, a CronJob's Job); its owner is audited.
+const skipOwned mutate.Reason = "owned-by-workload"
+
+func newAuditCmd() *cobra.Command {
+	kube := genericclioptions.NewConfigFlags(true)
+	in := &inputFlags{annotations: map[string]string{}, opts: mutate.DefaultOptions(), assumeOptedIn: true}
+	var all bool
+	var rf *reportFlags
+	cmd := &cobra.Command{
+		Use:   "audit [-n NAMESPACE | -A]",
+		Short: "Run graceguard's decisions on every workload and running Pod of a cluster, opted in or not yet",
+		Long: `Run graceguard's decisions on every workload and running Pod of a live cluster.
+
+audit reads, through your kubeconfig, the Deployments, StatefulSets,
+DaemonSets, ReplicaSets, Jobs, CronJobs, ReplicationControllers and the Pods
+that are not finished in one namespace (-n, default: the context's) or in all
+(-A), and says for each what graceguard would change, warn about or deny if
+it were created now. Namespaces that are not opted in yet are evaluated as if
+they were (label ` + mutate.LabelInject + `=` + mutate.LabelInjectEnabled + `): what would change if you
+enabled graceguard there. Each namespace's own mode label and annotations
+apply; --mode and --namespace-annotations go over them. Namespaces excluded
+by --excluded-namespaces (kube-system) are skipped, as the webhook skips
+them. A ReplicaSet or Job whose controller is a Deployment or CronJob is
+skipped: its owner is audited.
+
+audit needs get on the namespaces and list on those kinds. It changes nothing.
+
+` + exitCodesHelp + ` A cluster that cannot be read exits 2.`,
+		Example: `  kubectl graceguard audit -A
+  kubectl graceguard audit -n shop --mode warn -o json
+  kubectl graceguard audit -A --fail-on warning -o sarif > graceguard-audit.sarif`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := in.opts.Validate(); err != nil {
+				return err
+			}
+			objs, err := audit(cmd, kube, in, all)
+			if err != nil {
+				return err
+			}
+			return rf.write(cmd.OutOrStdout(), objs, "")
+		},
+	}
+	fs := cmd.Flags()
+	kube.AddFlags(fs)
+	fs.BoolVarP(&all, "all-namespaces", "A", false, "audit every namespace")
+	fs.Var(modeValue{&in.mode}, "mode", "evaluate as if every namespace's "+mutate.LabelMode+" label were this: enforce or warn (default: each namespace's own, else --default-mode)")
+	fs.Var(annotationsValue{in.annotations}, "namespace-annotations",
+		"evaluate as if every namespace carried these graceguard defaults, over its own (repeatable), e.g. "+mutate.AnnotationMaxWork+"=1m")
+	config.BindOptions(fs, &in.opts)
+	rf = bindReportFlags(cmd)
+	return cmd
+}
+
+// audit lists the namespaces and objects and evaluates them.
+func audit(cmd *cobra.Command, kube *genericclioptions.ConfigFlags, in *inputFlags, all bool) ([]object, error) {
+	ctx := cmd.Context()
+	cfg, err := kube.ToRESTConfig()
+	if err != nil {
+		return nil, fmt.Errorf("reading the kubeconfig: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ns := metav1.NamespaceAll
+	if !all {
+		if ns, _, err = kube.ToRawKubeConfigLoader().Namespace(); err != nil {
+			return nil, fmt.Errorf("reading the kubeconfig's namespace: %w", err)
+		}
+	}
+	namespaces, err := readNamespaces(ctx, dyn, ns)
+	if err != nil {
+		return nil, err
+	}
+
+	var docs []manifest.Document
+	var owned []object
+	kinds := make([]schema.GroupVersionResource, 0, len(mutate.Workloads)+1)
+	for _, w := range mutate.Workloads {
+		kinds = append(kinds, schema.GroupVersionResource{Group: w.Group, Version: w.Version, Resource: w.Resource})
+	}
+	kinds = append(kinds, corev1.SchemeGroupVersion.WithResource("pods"))
+	for _, gvr := range kinds {
+		opts := metav1.ListOptions{}
+		if gvr.Resource == "pods" {
+			// Finished Pods never stop again.
+			opts.FieldSelector = "status.phase!=Succeeded,status.phase!=Failed"
+		}
+		list, err := dyn.Resource(gvr).Namespace(ns).List(ctx, opts)
+		if apierrors.IsNotFound(err) {
+			continue // a kind this cluster does not serve
+		}
+		if err != nil {
+			return nil, runtimeError{fmt.Errorf("listing %s: %w", resourceName(gvr, ns), err)}
+		}
+		for i := range list.Items {
+			item := &list.Items[i]
+			d, err := liveDocument(item)
+			if err != nil {
+				return nil, err
+			}
+			if owner := workloadOwner(item); owner != "" && gvr.Resource != "pods" {
+				owned = append(owned, object{doc: d, ns: d.Namespace, skip: skipOwned,
+					skipWhy: fmt.Sprintf("its Pod template is its controller's, %s, audited there [%s]", owner, skipOwned)})
+				continue
+			}
+			docs = append(docs, d)
+		}
+	}
+
+	objs := in.evaluate(docs, func(name string) (mutate.Namespace, *manifest.Document, bool) {
+		n, ok := namespaces[name]
+		return n, nil, ok
+	}, cmd.ErrOrStderr())
+	objs = append(objs, owned...)
+	order := map[string]int{}
+	for i, w := range mutate.Workloads {
+		order[w.Kind] = i
+	}
+	order["Pod"] = len(mutate.Workloads)
+	slices.SortStableFunc(objs, func(a, b object) int {
+		return cmp.Or(cmp.Compare(a.doc.Namespace, b.doc.Namespace), cmp.Compare(order[a.doc.Kind], order[b.doc.Kind]), cmp.Compare(a.doc.Name, b.doc.Name))
+	})
+	if len(objs) == 0 {
+		where := "namespace " + ns
+		if all {
+			where = "any namespace"
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: no workloads or running Pods in %s\n", where)
+	}
+	return objs, nil
+}
+
+// readNamespaces reads one namespace, or all, as graceguard sees them.
+func readNamespaces(ctx context.Context, dyn dynamic.Interface, ns string) (map[string]mutate.Namespace, error) {
+	gvr := corev1.SchemeGroupVersion.WithResource("namespaces")
+	var items []unstructured.Unstructured
+	if ns == metav1.NamespaceAll {
+		list, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, runtimeError{fmt.Errorf("listing namespaces: %w", err)}
+		}
+		items = list.Items
+	} else {
+		n, err := dyn.Resource(gvr).Get(ctx, ns, metav1.GetOptions{})
+		if err != nil {
+			return nil, runtimeError{fmt.Errorf("reading namespace %s: %w", ns, err)}
+		}
+		items = []unstructured.Unstructured{*n}
+	}
+	out := make(map[string]mutate.Namespace, len(items))
+	for _, n := range items {
+		out[n.GetName()] = mutate.Namespace{Name: n.GetName(), Labels: n.GetLabels(), Annotations: n.GetAnnotations()}
+	}
+	return out, nil
+}
+
+// liveDocument makes a listed object a document, as if read from a file.
+func liveDocument(u *unstructured.Unstructured) (manifest.Document, error) {
+	u.SetManagedFields(nil)
+	raw, err := u.MarshalJSON()
+	if err != nil {
+		return manifest.Document{}, err
+	}
+	return manifest.Document{
+		Source: "cluster", Raw: raw, APIVersion: u.GetAPIVersion(), Kind: u.GetKind(),
+		Namespace: u.GetNamespace(), Name: u.GetName(),
+	}, nil
+}
+
+// workloadOwner names the workload controlling an object ("Deployment
+// web"), or "".
+func workloadOwner(u *unstructured.Unstructured) string {
+	for _, ref := range u.GetOwnerReferences() {
+		if ref.Controller == nil || !*ref.Controller {
+			continue
+		}
+		if _, _, ok := mutate.LookupWorkloadVersion(ref.APIVersion, ref.Kind); ok {
+			return ref.Kind + " " + ref.Name
+		}
+	}
+	return ""
+}
+
+func resourceName(gvr schema.GroupVersionResource, ns string) string {
+	r := gvr.Resource
+	if gvr.Group != "" {
+		r += "." + gvr.Group
+	}
+	if ns == metav1.NamespaceAll {
+		return r + " in all namespaces"
+	}
+	return r + " in namespace " + ns
+}

@@ -1,0 +1,305 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/graceguard/graceguard/pkg/api/v1alpha1"
+	"github.com/graceguard/graceguard/pkg/budget"
+	"github.com/graceguard/graceguard/pkg/mutate"
+	"github.com/graceguard/graceguard/pkg/observer"
+)
+
+// recommendFlags are recommend's flags besides the kubeconfig ones.
+type recommendFlags struct {
+	kube          *genericclioptions.ConfigFlags
+	allNamespaces bool
+	output        string
+	minSamples    int
+}
+
+var recommendOutputs = []string{"text", "yaml"}
+
+func newRecommendCmd() *cobra.Command {
+	f := &recommendFlags{kube: genericclioptions.NewConfigFlags(true), output: "text", minSamples: observer.DefaultMinSamples}
+	cmd := &cobra.Command{
+		Use:   "recommend [-n NAMESPACE | -A]",
+		Short: "Say what graceguard.io/max-work each workload needs, from its observed shutdowns",
+		Long: `Say what graceguard.io/max-work each workload needs, from its observed shutdowns.
+
+graceguard's observer records how every treated Pod shut down (SIGTERM to
+exit, SIGKILLs at the end of the grace, failed preStop hooks) in one
+ShutdownReport per workload. For each report this prints the observed
+figures, the max-work that covers every drain seen and why, and the patch
+that sets it on the workload's Pod template. It says when there are too few
+samples to recommend anything (a kill is always enough: it proves the
+budget too short). Times come from the API in whole seconds.
+
+-o yaml prints the changes as partial objects: apply them with
+'kubectl apply --server-side --force-conflicts -f -' (which takes over only
+that annotation), or copy the annotation into your manifests (GitOps).
+Patching a Pod template rolls the workload out; the Pods it replaces still
+have their old budget.`,
+		Example: `  kubectl graceguard recommend -n shop
+  kubectl graceguard recommend -A
+  kubectl graceguard recommend -n shop -o yaml | kubectl apply --server-side --force-conflicts --field-manager=graceguard-recommend -f -`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !slices.Contains(recommendOutputs, f.output) {
+				return fmt.Errorf("invalid argument %q for \"-o, --output\" flag: want one of %s", f.output, strings.Join(recommendOutputs, ", "))
+			}
+			if f.minSamples < 1 || f.minSamples > v1alpha1.MaxSamples {
+				return fmt.Errorf("invalid argument \"%d\" for \"--min-samples\" flag: want 1 to %d (a report keeps %d samples)", f.minSamples, v1alpha1.MaxSamples, v1alpha1.MaxSamples)
+			}
+			reports, ns, err := f.list(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if len(reports) == 0 {
+				where := "in namespace " + ns
+				if f.allNamespaces {
+					where = "in any namespace"
+				}
+				_, err := fmt.Fprintf(cmd.ErrOrStderr(), "No ShutdownReports %s: graceguard's observer writes one per workload once a treated Pod of it is deleted.\n", where)
+				return err
+			}
+			recs := make([]recommendation, len(reports))
+			for i := range reports {
+				recs[i] = recommendFor(&reports[i], f.minSamples)
+			}
+			if f.output == "yaml" {
+				return writeRecommendYAML(cmd.OutOrStdout(), recs)
+			}
+			return writeRecommendText(cmd.OutOrStdout(), recs)
+		},
+	}
+	fs := cmd.Flags()
+	f.kube.AddFlags(fs)
+	fs.BoolVarP(&f.allNamespaces, "all-namespaces", "A", false, "every namespace's reports")
+	fs.StringVarP(&f.output, "output", "o", f.output, "text, or yaml: the changes as partial objects, for kubectl apply --server-side --force-conflicts")
+	fs.IntVar(&f.minSamples, "min-samples", f.minSamples, "samples needed to recommend when no Pod was killed")
+	return cmd
+}
+
+// list reads the ShutdownReports of the namespace (or all of them).
+func (f *recommendFlags) list(ctx context.Context) ([]v1alpha1.ShutdownReport, string, error) {
+	cfg, err := f.kube.ToRESTConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("reading the kubeconfig: %w", err)
+	}
+	ns, _, err := f.kube.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return nil, "", fmt.Errorf("reading the kubeconfig's namespace: %w", err)
+	}
+	scheme := runtime.NewScheme()
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, "", fmt.Errorf("connecting to the API server: %w", err)
+	}
+	var list v1alpha1.ShutdownReportList
+	var opts []client.ListOption
+	if !f.allNamespaces {
+		opts = append(opts, client.InNamespace(ns))
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := c.List(ctx, &list, opts...); err != nil {
+		var noMatch *meta.NoKindMatchError
+		if errors.As(err, &noMatch) || meta.IsNoMatchError(err) {
+			return nil, "", errors.New("this cluster does not serve ShutdownReports (graceguard.io/v1alpha1): install or upgrade graceguard's chart with the observer (observer.enabled=true)")
+		}
+		return nil, "", fmt.Errorf("listing ShutdownReports: %w", err)
+	}
+	items := list.Items
+	slices.SortFunc(items, func(a, b v1alpha1.ShutdownReport) int {
+		return strings.Compare(a.Namespace+"/"+a.Spec.Workload.Kind+"/"+a.Spec.Workload.Name, b.Namespace+"/"+b.Spec.Workload.Kind+"/"+b.Spec.Workload.Name)
+	})
+	return items, ns, nil
+}
+
+// recommendation is what recommend says about one report, computed with
+// the observer's own Summarize so that both always agree.
+type recommendation struct {
+	report  *v1alpha1.ShutdownReport
+	summary v1alpha1.Summary
+	rec     *v1alpha1.Recommendation
+	current budget.Budget
+	known   bool // the current budget is known
+	work    time.Duration
+	// change: enough evidence and a max-work different from the current.
+	change     bool
+	minSamples int
+}
+
+func recommendFor(r *v1alpha1.ShutdownReport, minSamples int) recommendation {
+	sum, rec := observer.Summarize(r.Status.Samples, minSamples)
+	cur, _, _, known := observer.Current(r.Status.Samples)
+	out := recommendation{report: r, summary: sum, rec: rec, current: cur, known: known, minSamples: minSamples}
+	if rec != nil {
+		out.work, _ = budget.ParseDuration(rec.MaxWork)
+		out.change = rec.Enough && (!known || out.work != cur.Work)
+	}
+	return out
+}
+
+func (r recommendation) ref() string {
+	w := r.report.Spec.Workload
+	return fmt.Sprintf("%s %s/%s", w.Kind, r.report.Namespace, w.Name)
+}
+
+// templatePath is where the workload keeps its Pod template's annotations.
+func templatePath(kind string) []string {
+	if kind == "CronJob" {
+		return []string{"spec", "jobTemplate", "spec", "template", "metadata", "annotations"}
+	}
+	return []string{"spec", "template", "metadata", "annotations"}
+}
+
+// patch is the merge patch that sets max-work on the Pod template.
+func (r recommendation) patch() map[string]any {
+	var v any = map[string]any{mutate.AnnotationMaxWork: r.rec.MaxWork}
+	path := templatePath(r.report.Spec.Workload.Kind)
+	for i := len(path) - 1; i >= 0; i-- {
+		v = map[string]any{path[i]: v}
+	}
+	return v.(map[string]any)
+}
+
+func writeRecommendText(w io.Writer, recs []recommendation) error {
+	p := &linePrinter{w: w}
+	for i, r := range recs {
+		if i > 0 {
+			p.line("")
+		}
+		s := r.summary
+		st := r.report.Status
+		p.line("%s: %s (%d observed, %d SIGKILLed, %d failed preStop hooks in all)", r.ref(), countOf(int(s.Samples), "sample"), st.Observed, st.KillsObserved, st.HookFailuresObserved)
+		if r.known {
+			p.line("  budget      %s", s.Budget)
+		}
+		drains := "none ended on its own"
+		if s.DrainMax != "" {
+			drains = fmt.Sprintf("p50 %s, p95 %s, max %s", s.DrainP50, s.DrainP95, s.DrainMax)
+		}
+		p.line("  drain       %s (SIGTERM to exit, whole seconds)", drains)
+		if s.Kills > 0 {
+			p.line("  killed      %d of %d at the end of their grace, after draining up to %s", s.Kills, s.Samples, s.DrainCut)
+		}
+		if s.HookFailures > 0 {
+			p.line("  hook failed %d of %d: SIGTERM came at once, before the routing delay; fix the hook (graceguard.io/prestop: sleep needs no binary in the image)", s.HookFailures, s.Samples)
+		}
+		switch {
+		case r.rec == nil:
+			p.line("  no recommendation: no sample")
+		case !r.rec.Enough:
+			p.line("  too few samples to recommend (%d of the %d needed, and no kill); so far they suggest %s: %s", s.Samples, r.minSamples, mutate.AnnotationMaxWork, r.rec.MaxWork)
+		case !r.change:
+			p.line("  keep        %s: %s covers every drain seen", mutate.AnnotationMaxWork, r.rec.MaxWork)
+			p.line("  why         %s", r.rec.Reason)
+		default:
+			verb, from := "set", ""
+			if r.known {
+				verb = "raise"
+				if r.work < r.current.Work {
+					verb = "lower"
+				}
+				from = fmt.Sprintf(" (from %s; grace %ds -> %ds)", budget.Format(r.current.Work), s.Grace, r.rec.Grace)
+			}
+			p.line("  %-11s %s: %s%s", verb, mutate.AnnotationMaxWork, r.rec.MaxWork, from)
+			p.line("  why         %s", r.rec.Reason)
+			if verb == "lower" {
+				p.line("  note        lowering shortens rollouts and node drains, and leaves no room for work slower than what was seen")
+			}
+			if r.report.Spec.Workload.Kind == "Job" {
+				p.line("  apply       a Job's Pod template cannot change: set it in the Job's manifest for its next run")
+				continue
+			}
+			b, err := json.Marshal(r.patch())
+			if err != nil {
+				return err
+			}
+			p.line("  apply       kubectl patch %s %s -n %s --type merge -p '%s'",
+				strings.ToLower(r.report.Spec.Workload.Kind), r.report.Spec.Workload.Name, r.report.Namespace, b)
+		}
+	}
+	return p.err
+}
+
+// writeRecommendYAML prints one partial object per workload to change, as
+// a YAML stream, each with a comment saying why; the others as comments.
+func writeRecommendYAML(w io.Writer, recs []recommendation) error {
+	p := &linePrinter{w: w}
+	first := true
+	for _, r := range recs {
+		switch {
+		case r.rec == nil || !r.rec.Enough:
+			p.line("# %s: too few samples to recommend (%d); no change", r.ref(), r.summary.Samples)
+			continue
+		case !r.change:
+			p.line("# %s: keep %s %s; no change", r.ref(), mutate.AnnotationMaxWork, r.rec.MaxWork)
+			continue
+		case r.report.Spec.Workload.Kind == "Job":
+			p.line("# %s: set %s %s in the Job's manifest (a Job's Pod template cannot change)", r.ref(), mutate.AnnotationMaxWork, r.rec.MaxWork)
+			continue
+		}
+		wl := r.report.Spec.Workload
+		obj := map[string]any{
+			"apiVersion": wl.APIVersion,
+			"kind":       wl.Kind,
+			"metadata":   map[string]any{"name": wl.Name, "namespace": r.report.Namespace},
+		}
+		for k, v := range r.patch() {
+			obj[k] = v
+		}
+		b, err := yaml.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		if !first {
+			p.line("---")
+		}
+		first = false
+		p.line("# %s: %s %s: %s", r.ref(), mutate.AnnotationMaxWork, r.rec.MaxWork, r.rec.Reason)
+		p.raw(string(b))
+	}
+	return p.err
+}
+
+func countOf(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// linePrinter writes lines and keeps the first error.
+type linePrinter struct {
+	w   io.Writer
+	err error
+}
+
+func (p *linePrinter) line(format string, args ...any) { p.raw(fmt.Sprintf(format, args...) + "\n") }
+
+func (p *linePrinter) raw(s string) {
+	if p.err == nil {
+		_, p.err = io.WriteString(p.w, s)
+	}
+}

@@ -1,0 +1,289 @@
+package manifest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
+)
+
+// File is one input as read: its exact text and its documents.
+type File struct {
+	// Source names it as given: a path, a URL or "stdin".
+	Source string
+	Text   []byte
+	Chunks []*Chunk
+	// Problems are the documents that are not Kubernetes objects, when read
+	// with ReadFileKeepGoing.
+	Problems []Problem
+	// fallbacks counts the documents Render could not splice (tests).
+	fallbacks int
+}
+
+// Problem is a document that is not a Kubernetes object.
+type Problem struct {
+	Source string
+	Line   int
+	// Syntax is set when the document is not valid YAML or JSON; otherwise
+	// it is YAML without apiVersion and kind (a values.yaml, a CI workflow).
+	Syntax bool
+	Err    error
+}
+
+// Chunk is one document of a File: where its text is, and the objects it
+// holds (one, or a List's items; none for a document of only comments).
+type Chunk struct {
+	// N counts the file's documents from 1, as Document.Source does.
+	N int
+	// Start and End are the byte offsets of the document's text in the
+	// file; the "---" lines around it are not part of it.
+	Start, End int
+	// Line is the file line Start is on, from 1.
+	Line int
+	// JSON is set when the document is written as JSON.
+	JSON bool
+	// List is set when the document is a List (its Objects are the items).
+	List    bool
+	Objects []Document
+	// raw is the document as JSON (a List whole).
+	raw []byte
+}
+
+// ReadFile reads a stream of YAML documents separated by "---" lines (or
+// JSON objects) and keeps its text, so Render can write it back with only
+// graceguard's additions. Lists are read item by item. An error names the
+// source and the document number.
+func ReadFile(r io.Reader, source string) (*File, error) {
+	return readFile(r, source, false)
+}
+
+// ReadFileKeepGoing is ReadFile for files found in a directory, which may
+// hold YAML that is not Kubernetes objects: each such document is recorded
+// in File.Problems and the others are read. It fails only when the file
+// cannot be split into documents.
+func ReadFileKeepGoing(r io.Reader, source string) (*File, error) {
+	return readFile(r, source, true)
+}
+
+func readFile(r io.Reader, source string, keepGoing bool) (*File, error) {
+	text, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", source, err)
+	}
+	f := &File{Source: source, Text: text}
+	spans, err := splitDocuments(text)
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading YAML: %w", source, err)
+	}
+	for i, s := range spans {
+		c := &Chunk{N: i + 1, Start: s.start, End: s.end, Line: s.line}
+		f.Chunks = append(f.Chunks, c)
+		src := fmt.Sprintf("%s#%d", source, c.N)
+		doc := text[s.start:s.end]
+		if len(bytes.TrimSpace(stripComments(doc))) == 0 {
+			continue
+		}
+		line := c.Line + leadingLines(doc)
+		raw, err := toJSON(doc)
+		if err != nil {
+			err = fmt.Errorf("%s: not valid YAML or JSON: %w", src, err)
+			if !keepGoing {
+				return nil, err
+			}
+			f.Problems = append(f.Problems, Problem{Source: src, Line: line, Syntax: true, Err: err})
+			continue
+		}
+		if bytes.Equal(raw, []byte("null")) {
+			continue
+		}
+		first := bytes.TrimLeft(stripComments(doc), " \t\r\n")
+		c.JSON = len(first) > 0 && first[0] == '{'
+		// JSON as written keeps its key order through the patch.
+		var compact bytes.Buffer
+		if c.JSON && json.Compact(&compact, doc) == nil {
+			raw = compact.Bytes()
+		}
+		// Positions are a help (SARIF regions, Locate), not a need: a
+		// document kubectl reads but yaml.v3 does not still gets checked.
+		root := parseNode(doc)
+		objs, list, err := split(raw, src, "", root)
+		if err != nil {
+			if !keepGoing {
+				return nil, err
+			}
+			f.Problems = append(f.Problems, Problem{Source: src, Line: line, Err: err})
+			continue
+		}
+		c.raw = raw
+		c.List = list
+		for j := range objs {
+			objs[j].File = source
+			objs[j].lineOffset = c.Line - 1
+			if n := objs[j].node; n != nil {
+				objs[j].Line, objs[j].Column = objs[j].lineOffset+n.Line, n.Column
+			} else {
+				objs[j].Line = line
+			}
+		}
+		c.Objects = objs
+	}
+	return f, nil
+}
+
+// span is a document's place in a file.
+type span struct{ start, end, line int }
+
+// splitDocuments finds the documents of a YAML stream the way kubectl's
+// reader (k8s.io/apimachinery/pkg/util/yaml.YAMLReader) does: a line
+// starting with "---" and followed by nothing but blanks or a comment
+// separates documents.
+func splitDocuments(text []byte) ([]span, error) {
+	var out []span
+	start, startLine, line := 0, 1, 1
+	for pos := 0; pos < len(text); line++ {
+		end := bytes.IndexByte(text[pos:], '\n')
+		next := len(text)
+		if end >= 0 {
+			next = pos + end + 1
+		}
+		l := text[pos:next]
+		if bytes.HasPrefix(l, []byte("---")) {
+			rest := bytes.TrimSpace(l[3:])
+			if len(rest) > 0 && rest[0] != '#' {
+				return nil, fmt.Errorf("line %d: invalid document separator %q: only a comment may follow ---", line, strings.TrimSpace(string(l)))
+			}
+			out = append(out, span{start, pos, startLine})
+			start, startLine = next, line+1
+		}
+		pos = next
+	}
+	out = append(out, span{start, len(text), startLine})
+	// The reader yields no empty document (two separators in a row, or
+	// one at the start or the end): keep the numbering kubectl's errors use.
+	kept := out[:0]
+	for _, s := range out {
+		if s.start < s.end {
+			kept = append(kept, s)
+		}
+	}
+	return kept, nil
+}
+
+func stripComments(b []byte) []byte {
+	var out [][]byte
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '#' {
+			out = append(out, line)
+		}
+	}
+	return bytes.Join(out, []byte("\n"))
+}
+
+// leadingLines counts the blank and comment lines before a document's content.
+func leadingLines(doc []byte) int {
+	n := 0
+	for _, line := range bytes.Split(doc, []byte("\n")) {
+		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '#' {
+			return n
+		}
+		n++
+	}
+	return 0
+}
+
+// parseNode parses one document for positions and edits; nil when yaml.v3
+// cannot read it.
+func parseNode(doc []byte) *kyaml.Node {
+	var n kyaml.Node
+	if err := kyaml.Unmarshal(doc, &n); err != nil || n.Kind != kyaml.DocumentNode || len(n.Content) == 0 {
+		return nil
+	}
+	return n.Content[0]
+}
+
+// lookup returns the value of key in a mapping node, or nil.
+func lookup(n *kyaml.Node, key string) *kyaml.Node {
+	if n == nil || n.Kind != kyaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// Locate finds a field of the object, given as a field path the way
+// Kubernetes prints them (spec.containers[0].lifecycle.preStop,
+// metadata.annotations[graceguard.io/max-work]), and returns the line and
+// column (from 1) of its nearest part present in the file: a field
+// graceguard would add is located at the object that would hold it. It
+// returns the object's own position when nothing of the path is there,
+// and zeros when positions are unknown.
+func (d Document) Locate(path string) (line, column int) {
+	n := d.node
+	if n == nil {
+		return d.Line, d.Column
+	}
+	for _, tok := range fieldTokens(path) {
+		var at, next *kyaml.Node
+		switch n.Kind {
+		case kyaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == tok {
+					at, next = n.Content[i], n.Content[i+1]
+				}
+			}
+		case kyaml.SequenceNode:
+			if i, err := strconv.Atoi(tok); err == nil && i >= 0 && i < len(n.Content) {
+				at, next = n.Content[i], n.Content[i]
+			}
+		}
+		if next == nil {
+			break
+		}
+		// A key's position, not its value's: a value may start a line later.
+		line, column = at.Line, at.Column
+		n = next
+	}
+	if line == 0 {
+		return d.Line, d.Column
+	}
+	return d.lineOffset + line, column
+}
+
+// fieldTokens splits a field path: "a.b[0].c[key/with.dots]" is a, b, 0, c,
+// key/with.dots.
+func fieldTokens(path string) []string {
+	var out []string
+	for len(path) > 0 {
+		switch path[0] {
+		case '.':
+			path = path[1:]
+		case '[':
+			end := strings.IndexByte(path, ']')
+			if end < 0 {
+				return append(out, path[1:])
+			}
+			out = append(out, path[1:end])
+			path = path[end+1:]
+		default:
+			end := strings.IndexAny(path, ".[")
+			if end < 0 {
+				return append(out, path)
+			}
+			out = append(out, path[:end])
+			path = path[end:]
+		}
+	}
+	return out
+}
+
+// errNotSpliced says a change could not be written into the text as it is.
+var errNotSpliced = errors.New("not spliced")

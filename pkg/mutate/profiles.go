@@ -1,0 +1,156 @@
+package mutate
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/graceguard/graceguard/pkg/budget"
+)
+
+// AnnotationRoutingProfile names a routing profile (docs/routing-profiles.md)
+// on a Pod or a Namespace: the routing delay and grace floor of the way
+// traffic reaches the Pod, instead of numbers each team re-learns.
+const AnnotationRoutingProfile = "graceguard.io/routing-profile"
+
+// ProfileUse is the routing profile that applies to a Pod and where it was
+// named.
+type ProfileUse struct {
+	budget.Profile
+	// From is where it was named: FromPod, FromNamespace or FromCluster
+	// (--default-routing-profile).
+	From Source
+	// SetsRouting is false when an explicit graceguard.io/routing-delay
+	// (on the Pod, or on the namespace for a namespace's profile) wins
+	// over the profile's routing delay; the grace floor still applies.
+	SetsRouting bool
+}
+
+// FromProfile is the Source of a routing term a routing profile supplied:
+// "profile aws-nlb-ip".
+func FromProfile(name string) Source { return Source("profile " + name) }
+
+// ProfileName returns the profile a Source names, if it is FromProfile's.
+func (s Source) ProfileName() (string, bool) { return strings.CutPrefix(string(s), "profile ") }
+
+// profiles is the table the options name, built-in when unset.
+func (o Options) profiles() []budget.Profile {
+	if o.Profiles == nil {
+		return budget.BuiltinProfiles()
+	}
+	return o.Profiles
+}
+
+// settingsFor reads everything graceguard needs about a target: the
+// annotations (resolve), the routing profile, and the Pod's mesh. Every
+// value that does not parse is a finding; nothing is ignored.
+func settingsFor(t Target, ns Namespace, opts Options, p paths) (Settings, []Finding) {
+	s, bad := resolve(t.Meta.Annotations, ns, opts, p)
+	bad = append(bad, applyProfile(&s, t.Meta.Annotations, ns, opts, p)...)
+	var mbad []Finding
+	s.mesh, mbad = readMesh(t, ns, p)
+	return s, append(bad, mbad...)
+}
+
+// applyProfile finds the routing profile (Pod annotation over namespace
+// annotation over --default-routing-profile) and lets it supply the
+// routing term unless an explicit graceguard.io/routing-delay at the same
+// level or closer to the Pod wins.
+func applyProfile(s *Settings, podAnn map[string]string, ns Namespace, opts Options, p paths) []Finding {
+	table := opts.profiles()
+	names := budget.ProfileNames(table)
+	var bad []Finding
+	lookup := func(v string, path *field.Path, r Reason) (budget.Profile, bool) {
+		pr, ok := budget.FindProfile(table, v)
+		if !ok {
+			bad = append(bad, Finding{r, field.NotSupported(path, v, names)})
+		}
+		return pr, ok
+	}
+	var use *ProfileUse
+	podV, onPod := podAnn[AnnotationRoutingProfile]
+	nsV, onNS := ns.Annotations[AnnotationRoutingProfile]
+	if onPod {
+		if pr, ok := lookup(podV, p.pod.Key(AnnotationRoutingProfile), DenyInvalidAnnotation); ok {
+			use = &ProfileUse{Profile: pr, From: FromPod, SetsRouting: s.Sources[budget.Routing] != FromPod}
+		}
+	}
+	if onNS {
+		// Checked even when the Pod names its own: a typo on the
+		// namespace is reported, not hidden.
+		if pr, ok := lookup(nsV, p.ns.Key(AnnotationRoutingProfile), DenyInvalidNamespace); ok && !onPod {
+			use = &ProfileUse{Profile: pr, From: FromNamespace, SetsRouting: s.Sources[budget.Routing] == FromCluster}
+		}
+	}
+	if !onPod && !onNS && opts.DefaultProfile != "" {
+		if pr, ok := budget.FindProfile(table, opts.DefaultProfile); ok {
+			use = &ProfileUse{Profile: pr, From: FromCluster, SetsRouting: s.Sources[budget.Routing] == FromCluster}
+		}
+	}
+	if use != nil {
+		s.Profile = use
+		if use.SetsRouting {
+			s.Budget.Routing = use.Routing
+			s.Sources[budget.Routing] = FromProfile(use.Name)
+		}
+	}
+	return bad
+}
+
+// floor is the least grace the Pod's routing profile asks for, in seconds.
+func (s Settings) floor() int64 {
+	if s.Profile == nil {
+		return 0
+	}
+	return budget.CeilSeconds(s.Profile.GraceFloor)
+}
+
+// fitOf checks a budget against the grace and the cap, with the routing
+// profile's grace floor as the least need.
+func fitOf(b budget.Budget, s Settings, grace int64) budget.Fit {
+	f := budget.Check(b, grace, s.maxGrace)
+	f.Need = max(f.Need, s.floor())
+	return f
+}
+
+// needText says why a Pod needs f.Need seconds, for messages: the budget's
+// arithmetic, or the profile's floor when that is more. unit follows the
+// number ("s" or "").
+func needText(f budget.Fit, s Settings, unit string) string {
+	if s.floor() > f.Budget.Grace() {
+		return fmt.Sprintf("%d%s (grace floor of routing profile %s; the budget alone needs %d: %s)",
+			f.Need, unit, s.Profile.Name, f.Budget.Grace(), f.Budget.Arithmetic())
+	}
+	return fmt.Sprintf("%d%s (%s)", f.Need, unit, f.Budget.Arithmetic())
+}
+
+// validateProfiles checks the options' routing profiles and default.
+func validateProfiles(o Options) []string {
+	var errs []string
+	seen := map[string]bool{}
+	for _, p := range o.Profiles {
+		if err := p.Validate(); err != nil {
+			errs = append(errs, fmt.Sprintf("--routing-profile=%s: %v", p.String(), err))
+		}
+		if seen[p.Name] {
+			errs = append(errs, fmt.Sprintf("--routing-profile: %q is given twice", p.Name))
+		}
+		seen[p.Name] = true
+	}
+	if o.DefaultProfile != "" {
+		if _, ok := budget.FindProfile(o.profiles(), o.DefaultProfile); !ok {
+			errs = append(errs, fmt.Sprintf("--default-routing-profile=%q: no such profile; want one of %s",
+				o.DefaultProfile, strings.Join(budget.ProfileNames(o.profiles()), ", ")))
+		}
+	}
+	if p, ok := budget.FindProfile(o.profiles(), o.DefaultProfile); ok && o.MaxGrace >= time.Second {
+		need := max(o.Defaults.Set(budget.Routing, p.Routing).Grace(), budget.CeilSeconds(p.GraceFloor))
+		if need > budget.CeilSeconds(o.MaxGrace) {
+			errs = append(errs, fmt.Sprintf("--default-routing-profile=%s: its Pods need %ds, over --max-grace-period=%s",
+				p.Name, need, budget.Format(o.MaxGrace)))
+		}
+	}
+	return errs
+}

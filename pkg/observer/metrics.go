@@ -1,0 +1,101 @@
+package observer
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/graceguard/graceguard/pkg/api/v1alpha1"
+)
+
+// DrainBuckets are the histogram buckets of observed drains, in seconds:
+// whole seconds (the API's precision) up to the cluster autoscaler's cap.
+var DrainBuckets = []float64{1, 2, 3, 5, 8, 10, 15, 20, 30, 45, 60, 90, 120, 300, 600}
+
+// Metrics are the observer's Prometheus metrics. Labels are bounded: the
+// outcome (2 values) and skip reason (5 values), and, only when
+// NamespaceLabel is set, the namespace (one series per namespace with
+// treated Pods, times the outcomes). A nil *Metrics records nothing.
+type Metrics struct {
+	drain     *prometheus.HistogramVec
+	kills     *prometheus.CounterVec
+	hooks     *prometheus.CounterVec
+	skipped   *prometheus.CounterVec
+	pods      prometheus.Gauge
+	namespace bool
+}
+
+// NewMetrics registers the observer's metrics on reg. With namespace,
+// every metric but the skip counter carries a namespace label.
+func NewMetrics(reg prometheus.Registerer, namespace bool) (*Metrics, error) {
+	var labels []string
+	if namespace {
+		labels = []string{"namespace"}
+	}
+	m := &Metrics{
+		drain: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "graceguard_observed_drain_seconds",
+			Help:    "Seconds from SIGTERM to the exit of treated Pods' containers, as observed after their deletion (whole seconds). outcome=killed: to the SIGKILL, a lower bound of the drain needed.",
+			Buckets: DrainBuckets,
+		}, append([]string{"outcome"}, labels...)),
+		kills: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "graceguard_observed_kills_total",
+			Help: "Treated Pods whose container was SIGKILLed (exit 137) at the end of its grace period on deletion.",
+		}, labels),
+		hooks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "graceguard_observed_prestop_failures_total",
+			Help: "Treated Pods whose preStop hook failed on deletion (FailedPreStopHook): SIGTERM came before routes were withdrawn.",
+		}, labels),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "graceguard_observer_skipped_total",
+			Help: "Deleted treated Pods that gave no sample, by reason.",
+		}, []string{"reason"}),
+		pods: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "graceguard_observer_pods",
+			Help: "Pods in the observer's cache: the treated Pods (label graceguard.io/treated=true) that exist; 0 on a standby replica.",
+		}),
+		namespace: namespace,
+	}
+	for _, c := range []prometheus.Collector{m.drain, m.kills, m.hooks, m.skipped, m.pods} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registering the observer's metrics: %w", err)
+		}
+	}
+	for _, s := range Skips {
+		m.skipped.WithLabelValues(string(s))
+	}
+	return m, nil
+}
+
+func (m *Metrics) sample(ns string, s v1alpha1.Sample) {
+	if m == nil {
+		return
+	}
+	var l []string
+	if m.namespace {
+		l = []string{ns}
+	}
+	outcome := "exited"
+	if s.Outcome == v1alpha1.OutcomeKilled {
+		outcome = "killed"
+		m.kills.WithLabelValues(l...).Inc()
+	}
+	if s.HookFailed {
+		m.hooks.WithLabelValues(l...).Inc()
+	}
+	m.drain.WithLabelValues(append([]string{outcome}, l...)...).Observe(float64(s.DrainSeconds))
+}
+
+func (m *Metrics) skip(s Skip) {
+	if m == nil {
+		return
+	}
+	m.skipped.WithLabelValues(string(s)).Inc()
+}
+
+func (m *Metrics) cached(delta float64) {
+	if m == nil {
+		return
+	}
+	m.pods.Add(delta)
+}

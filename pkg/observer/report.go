@@ -1,0 +1,88 @@
+package observer
+
+import (
+	"time"
+
+	"github.com/graceguard/graceguard/pkg/api/v1alpha1"
+	"github.com/graceguard/graceguard/pkg/budget"
+)
+
+// DefaultMinSamples is how many samples a recommendation needs when no Pod
+// was killed (a kill is evidence enough on its own).
+const DefaultMinSamples = 5
+
+// Add records new samples in a report's status: the counters grow, the
+// window keeps the last v1alpha1.MaxSamples samples, and the summary and
+// recommendation are computed again from the window.
+func Add(st *v1alpha1.ShutdownReportStatus, samples []v1alpha1.Sample, minSamples int) {
+	for _, s := range samples {
+		st.Observed++
+		if s.Outcome == v1alpha1.OutcomeKilled {
+			st.KillsObserved++
+		}
+		if s.HookFailed {
+			st.HookFailuresObserved++
+		}
+		if st.LastObserved == nil || st.LastObserved.Before(&s.Deleted) {
+			d := s.Deleted
+			st.LastObserved = &d
+		}
+	}
+	st.Samples = append(st.Samples, samples...)
+	if n := len(st.Samples); n > v1alpha1.MaxSamples {
+		st.Samples = append([]v1alpha1.Sample(nil), st.Samples[n-v1alpha1.MaxSamples:]...)
+	}
+	st.Summary, st.Recommendation = Summarize(st.Samples, minSamples)
+}
+
+// Observations turns samples into the pure core's observations.
+func Observations(samples []v1alpha1.Sample) []budget.Observation {
+	obs := make([]budget.Observation, len(samples))
+	for i, s := range samples {
+		obs[i] = budget.Observation{
+			Drain:      time.Duration(s.DrainSeconds) * time.Second,
+			Killed:     s.Outcome == v1alpha1.OutcomeKilled,
+			HookFailed: s.HookFailed,
+		}
+	}
+	return obs
+}
+
+// Current is the budget of the most recent sample that records one.
+func Current(samples []v1alpha1.Sample) (b budget.Budget, grace int64, annotation string, ok bool) {
+	for i := len(samples) - 1; i >= 0; i-- {
+		if b, g, err := budget.ParseAnnotation(samples[i].Budget); err == nil {
+			return b, g, samples[i].Budget, true
+		}
+	}
+	return budget.Budget{}, 0, "", false
+}
+
+// Summarize computes a report's summary and recommendation from its
+// samples: `kubectl graceguard recommend` calls it too, so both agree.
+func Summarize(samples []v1alpha1.Sample, minSamples int) (v1alpha1.Summary, *v1alpha1.Recommendation) {
+	e := budget.Summarize(Observations(samples))
+	sum := v1alpha1.Summary{Samples: int32(e.Samples), Kills: int32(e.Kills), HookFailures: int32(e.HookFailures)}
+	if e.Samples > e.Kills {
+		sum.DrainP50, sum.DrainP95, sum.DrainMax = budget.Format(e.P50), budget.Format(e.P95), budget.Format(e.Max)
+	}
+	if e.Kills > 0 {
+		sum.DrainCut = budget.Format(e.Cut)
+	}
+	cur, grace, ann, ok := Current(samples)
+	if ok {
+		sum.Budget, sum.MaxWork, sum.Grace = ann, budget.Format(cur.Work), grace
+	}
+	if e.Samples == 0 {
+		return sum, nil
+	}
+	a := budget.Recommend(e, minSamples)
+	rec := &v1alpha1.Recommendation{MaxWork: budget.Format(a.Work), Enough: a.Enough, Reason: a.Why}
+	if ok {
+		rec.Grace = max(a.Grace(cur), 0)
+	}
+	return sum, rec
+}
+
+// ReportName is the name of a workload's report (v1alpha1.ReportName).
+func ReportName(kind, name string) string { return v1alpha1.ReportName(kind, name) }
