@@ -112,6 +112,7 @@ func (c *cluster) measureArms(ctx context.Context, as []arm, rounds, perRound, c
 			slices.Reverse(order)
 		}
 		for _, i := range order {
+			settle(procs)
 			cpu0 := cpuTimes(procs)
 			got, err := c.createPods(ctx, armNamespace(as[i].name), fmt.Sprintf("r%d", r), perRound, clients)
 			if err != nil {
@@ -147,6 +148,31 @@ func (c *cluster) measureArms(ctx context.Context, as []arm, rounds, perRound, c
 		}
 	}
 	return out, counts, nil
+}
+
+// settle waits (at most 5 s) until the API server and etcd are nearly idle
+// (under a fifth of a core over 300 ms), so that no arm starts while they
+// still work off the one before it (watch events, the deletions between
+// rounds).
+func settle(procs map[string]int) {
+	quiet := map[string]int{}
+	for _, name := range []string{procAPIServer, procEtcd} {
+		if pid, ok := procs[name]; ok {
+			quiet[name] = pid
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		t0 := cpuTimes(quiet)
+		time.Sleep(300 * time.Millisecond)
+		var used time.Duration
+		for name, t := range cpuTimes(quiet) {
+			used += t - t0[name]
+		}
+		if used < 60*time.Millisecond {
+			return
+		}
+	}
 }
 
 // deleteArmPods deletes every Pod of the arms' namespaces and waits until

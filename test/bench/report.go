@@ -445,7 +445,8 @@ func (r *Results) mdCreation(p func(string, ...any)) {
 	}
 	p("")
 	p("%d rounds of %d Pods per arm: each round runs every arm once, in an order rotated (and reversed every other round)", c.Rounds, c.PodsPerRound)
-	p("so that drift in the machine's load hits every arm alike; the Pods are deleted between rounds, unmeasured; a")
+	p("so that drift in the machine's load hits every arm alike; the Pods are deleted between rounds, unmeasured, and each")
+	p("arm starts once the API server and etcd are nearly idle (under a fifth of a core, waited for at most 5 s); a")
 	p("warm-up round of every arm is not counted. Pods/s is the arm's Pods over the wall time of its rounds; latency is")
 	p("each `Create` call's, as the client sees it. *With the record* counts stored Pods carrying `graceguard.io/budget`;")
 	p("*calls / Pod* is the API server's own count of calls to the arm's webhooks (`apiserver_admission_webhook_admission_duration_seconds`).")

@@ -135,7 +135,7 @@ func evaluate(r *Results) []Target {
 			}
 		}
 	}
-	add("cost (time and allocations) linear in Pod size (containers 1→50, env vars 0→5000)", known, linear, "%s", strings.Join(notes, "; "))
+	add("cost (time and allocations) linear in Pod size (containers 1→32, env vars 0→5000)", known, linear, "%s", strings.Join(notes, "; "))
 
 	gPeak := 0.0
 	for _, l := range r.Load {
