@@ -66,7 +66,7 @@ bench: ## Benchmark engine and handlers, the webhook under TLS load next to a no
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) run ./test/bench/cmd/bench $(BENCH_ARGS)
 
 .PHONY: fuzz
-fuzz: ## Fuzz the parsers, the mutation invariants (and their independence of the mesh injector's order), the webhook's Pod decode, the handlers' answer bounds and the plugin's text-preserving output (FUZZTIME each, default 30s).
+fuzz: ## Fuzz the parsers, the mutation invariants (and their independence of the mesh injector's order), the webhook's review and Pod decodes, the handlers' answer bounds, the proof that skips the Pod validating call and the plugin's text-preserving output (FUZZTIME each, default 30s).
 	$(GO) test ./pkg/budget -run '^$$' -fuzz FuzzParseDuration -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/budget -run '^$$' -fuzz FuzzBudgetGrace -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/budget -run '^$$' -fuzz FuzzParseAnnotation -fuzztime $(FUZZTIME)
@@ -74,7 +74,9 @@ fuzz: ## Fuzz the parsers, the mutation invariants (and their independence of th
 	$(GO) test ./pkg/mutate -run '^$$' -fuzz FuzzMutate -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/mutate -run '^$$' -fuzz FuzzMeshOrder -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/webhook -run '^$$' -fuzz FuzzLeanDecodeReadsLikeTheAPIMachinery -fuzztime $(FUZZTIME)
+	$(GO) test ./pkg/webhook -run '^$$' -fuzz FuzzReviewDecodeLikeControllerRuntime -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/webhook -run '^$$' -fuzz FuzzHandlers -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/chart -run '^$$' -fuzz FuzzProvenPodsPassValidation -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/manifest -run '^$$' -fuzz FuzzRender -fuzztime $(FUZZTIME) -fuzzminimizetime 0
 
 .PHONY: security-report

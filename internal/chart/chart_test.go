@@ -36,8 +36,8 @@ func TestWebhooksAreParsedFromTheChart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(w.Mutating) != 1 || len(w.Validating) != 1 || len(w.Validating[0].Webhooks) != 2 {
-		t.Fatalf("want 1 mutating and 1 validating configuration with 2 webhooks, got %d, %d", len(w.Mutating), len(w.Validating))
+	if len(w.Mutating) != 1 || len(w.Validating) != 1 || len(w.Validating[0].Webhooks) != 3 {
+		t.Fatalf("want 1 mutating and 1 validating configuration with 3 webhooks, got %d, %d", len(w.Mutating), len(w.Validating))
 	}
 	w.PointAt("https://127.0.0.1:9443")
 	if u := w.Mutating[0].Webhooks[0].ClientConfig.URL; u == nil || *u != "https://127.0.0.1:9443/mutate-v1-pod" {

@@ -54,7 +54,7 @@ func BenchmarkValidate(b *testing.B) {
 // environment variables (istio#34799: 1500 env vars, 15s per patch), up to
 // the most containers graceguard treats.
 var (
-	sweepContainers = []int{1, 5, 10, 25, mutate.MaxTreatedContainers}
+	sweepContainers = []int{1, 4, 8, 16, mutate.MaxTreatedContainers}
 	sweepEnvVars    = []int{0, 100, 500, 1500, 5000}
 )
 

@@ -92,9 +92,9 @@ func corpus() []attack {
 			code: 422, causes: 1, contains: []string{`"a0,a1,a2,a3,`, `... (10889 bytes)": longer than 4096 bytes`},
 		},
 		{
-			name: "2,000 container names that do not exist, mutating: admitted unchanged for validation to deny",
+			name: "2,000 container names that do not exist, mutating: refused as validation would",
 			path: PathMutatePod, body: create(PathMutatePod, "Pod", podWith(map[string]string{mutate.AnnotationContainers: ghosts}, app, 30)),
-			allowed: true, patchOps: 0,
+			code: 422, causes: 1, contains: []string{`... (10889 bytes)": longer than 4096 bytes`},
 		},
 		{
 			name: "500 container names that do not exist (under the length bound): a few named, the rest counted",
@@ -120,7 +120,7 @@ func corpus() []attack {
 		{
 			name: "a 1 MiB container list, mutating",
 			path: PathMutatePod, body: create(PathMutatePod, "Pod", podWith(map[string]string{mutate.AnnotationContainers: mib}, app, 30)),
-			allowed: true, patchOps: 0,
+			code: 422, causes: 1, contains: []string{"(1048576 bytes)", "longer than 4096 bytes"},
 		},
 		{
 			name: "a 1 MiB routing delay, a 1 MiB readiness path and a 1 MiB opt-out value: each reported",
@@ -134,9 +134,9 @@ func corpus() []attack {
 			allowed: true, patchOps: 3,
 		},
 		{
-			name: "10,000 containers, mutating: not treated, left for validation",
+			name: "10,000 containers, mutating: refused as validation would",
 			path: PathMutatePod, body: create(PathMutatePod, "Pod", podWith(nil, manyContainers(10000, ""), 30)),
-			allowed: true, patchOps: 0,
+			code: 422, causes: 1, contains: []string{"graceguard treats at most 32 containers"},
 		},
 		{
 			name: "10,000 containers, validating: one denial saying how many",
@@ -173,6 +173,17 @@ func corpus() []attack {
 			name: "3 MiB of environment variables (the API server's largest object)",
 			path: PathValidatePod, body: create(PathValidatePod, "Pod", podWith(nil, `{"name":"app","image":"x","lifecycle":{"preStop":{"sleep":{"seconds":5}}},"env":[`+
 				strings.TrimSuffix(strings.Repeat(`{"name":"VAR","value":"`+strings.Repeat("v", 64)+`"},`, 3<<20/84), ",")+`]}`, 30)),
+			allowed: true, patchOps: 0,
+		},
+		{
+			name: "a Deployment UPDATE of 6.5 MB (object and oldObject of 3 MiB each, the template changed)",
+			path: PathValidateWorkloads, body: func(t testing.TB) []byte {
+				env := func(v string) string {
+					return template(nil, `"env":[`+strings.TrimSuffix(strings.Repeat(`{"name":"VAR","value":"`+strings.Repeat(v, 64)+`"},`, 3<<20/84), ",")+`]`)
+				}
+				return review{op: admissionv1.Update, kind: "Deployment", group: "apps", namespace: nsEnforce,
+					object: workload("Deployment", 3, env("v")), oldObject: workload("Deployment", 3, env("w"))}.body(t)
+			},
 			allowed: true, patchOps: 0,
 		},
 		{

@@ -8,7 +8,15 @@
 //     Report.Patch() (add-only, so fields the Go types do not know
 //     survive), the warnings are Report.AdmissionWarnings(), a denial
 //     carries Report.Err() as a whole metav1.Status (422, field causes).
-//   - Only the mutating Pod handler ever returns a patch.
+//   - Only the mutating Pod handler ever returns a patch, and it refuses
+//     exactly what the validating Pod handler would refuse of the Pod it
+//     leaves (in enforce mode), with the same answer: so every Pod it
+//     admits carries its record (graceguard.io/budget), which the API
+//     server's CEL condition reads to skip the validating call
+//     (docs/admission.md).
+//   - Serve answers every body exactly as controller-runtime's
+//     admission.Webhook does, reading a review in one pass
+//     (FuzzReviewDecodeLikeControllerRuntime).
 //   - Metric labels are bounded: webhook names, decisions and reason codes,
 //     never namespaces or object names.
 //   - A review is answered the same whether or not it is a dry run, and its

@@ -65,18 +65,15 @@ func Endpoints(c Config) map[string]http.Handler {
 }
 
 // Serve wraps an admission handler as an HTTP endpoint that reads and
-// writes AdmissionReviews (v1 and v1beta1). A body that is not an
-// AdmissionReview is answered by controller-runtime: allowed false, code 400.
+// writes AdmissionReviews (v1 and v1beta1), answering as
+// controller-runtime's admission.Webhook would (a body that is not an
+// AdmissionReview: allowed false, code 400) but reading each review in one
+// pass (Endpoint). Each review's logger is log with the review's object,
+// resource, user and uid; the zero logger means controller-runtime's.
 // Endpoints puts a guard in front of it, which gives each review its
 // context (see guard.wrap).
-func Serve(h admission.Handler, log logr.Logger) *admission.Webhook {
-	wh := &admission.Webhook{Handler: h}
-	if log.GetSink() != nil {
-		wh.LogConstructor = func(_ logr.Logger, req *admission.Request) logr.Logger {
-			return admission.DefaultLogConstructor(log, req)
-		}
-	}
-	return wh
+func Serve(h admission.Handler, log logr.Logger) *Endpoint {
+	return &Endpoint{handler: h, log: log}
 }
 
 // core is what the three handlers have in common.
@@ -208,7 +205,9 @@ func (c *core) respond(ctx context.Context, r *mutate.Report) admission.Response
 		d = DecisionWarned
 	}
 	c.Metrics.record(c.name, d, r.Reason())
-	log.V(1).Info("admitted", "webhook", c.name, "decision", d, "reason", r.Reason(), "object", r.ObjectRef(), "grace", r.Grace)
+	if v := log.V(1); v.Enabled() {
+		v.Info("admitted", "webhook", c.name, "decision", d, "reason", r.Reason(), "object", r.ObjectRef(), "grace", r.Grace)
+	}
 	return resp.WithWarnings(warnings...)
 }
 

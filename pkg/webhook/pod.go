@@ -13,13 +13,39 @@ import (
 
 // PodMutator is the mutating webhook for Pods: on CREATE it adds what
 // mutate.Mutate decides (preStop hooks, probes, grace, the budget
-// annotation) as add-only JSON patch operations, with warnings.
+// annotation) as add-only JSON patch operations, with warnings. A Pod that
+// the validating webhook would refuse as it leaves graceguard (a bad
+// annotation, a budget over the cap, a hook longer than the grace of a
+// container graceguard does not treat) is refused here, with the same
+// message: then a Pod that graceguard admits carries graceguard's record
+// of what it applied, which the validating webhook's CEL condition reads
+// (docs/admission.md).
 type PodMutator struct{ podHandler }
 
 // NewPodMutator returns the mutating Pod handler. When the namespace cannot
 // be read it admits unchanged and says so in a warning.
 func NewPodMutator(c Config) *PodMutator {
-	return &PodMutator{podHandler{core: newCore(c, NameMutatePod), decide: mutate.Mutate, warnUnavailable: true, choosesAutoWork: true}}
+	return &PodMutator{podHandler{core: newCore(c, NameMutatePod), decide: mutateThenValidate, warnUnavailable: true, choosesAutoWork: true}}
+}
+
+// mutateThenValidate is the mutating webhook's decision: what Mutate
+// changes, unless Validate refuses the Pod as Mutate leaves it. In warn
+// mode Validate refuses nothing, so warn mode only warns, as before.
+func mutateThenValidate(t mutate.Target, ns mutate.Namespace, opts mutate.Options) *mutate.Report {
+	r := mutate.Mutate(t, ns, opts)
+	if r.Mode == mutate.ModeWarn {
+		return r
+	}
+	// t is the Pod as mutated: Mutate changes it in place in enforce mode.
+	v := mutate.Validate(t, ns, opts)
+	if !v.Denied() {
+		return r
+	}
+	// The advice the Pod would have got with its changes comes with the
+	// refusal, as it came before from the mutating call beside the
+	// validating webhook's refusal.
+	v.Warnings = append(r.Warnings, v.Warnings...)
+	return v
 }
 
 // PodValidator is the validating webhook for Pods: on CREATE it refuses,

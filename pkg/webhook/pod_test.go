@@ -92,10 +92,6 @@ func TestMutatePod(t *testing.T) {
 			review: create(nsEnforce, pod("web", 30, map[string]string{mutate.AnnotationInject: "false"}, "")),
 		},
 		{
-			name:   "a Pod with an invalid annotation is left for the validating webhook to deny",
-			review: create(nsEnforce, pod("web", 30, map[string]string{mutate.AnnotationMaxWork: "lots"}, "")),
-		},
-		{
 			name:     "a Pod whose namespace cannot be read is admitted unchanged, with a warning",
 			review:   create(nsBroken, pod("web", 30, nil, "")),
 			warnings: []string{NamespaceUnavailableWarning},
@@ -148,6 +144,63 @@ func TestMutatePod(t *testing.T) {
 // Fields the Go types do not know (from a newer API server, or alpha
 // gates) must survive mutation: the patch only adds, so applying it to the
 // raw object keeps them.
+// The mutating webhook refuses what the validating webhook would refuse of
+// the Pod it leaves, with the very same answer (and the advice it would
+// have given with its changes): then every Pod it admits carries its record
+// of the budget it applied, and the API server may skip the validating call
+// for a Pod whose final shape still agrees with it (docs/admission.md). In
+// warn mode it refuses nothing.
+func TestMutatePodRefusesWhatValidationWould(t *testing.T) {
+	f := newFixture(t)
+	sidecar := func(hook string) string {
+		return `{"name":"proxy","image":"x","restartPolicy":"Always","lifecycle":{"preStop":` + hook + `}}`
+	}
+	withSidecar := func(ann map[string]string, hook string) string {
+		meta, _ := json.Marshal(map[string]any{"name": "web", "annotations": ann})
+		return fmt.Sprintf(`{"apiVersion":"v1","kind":"Pod","metadata":%s,"spec":{"terminationGracePeriodSeconds":30,"initContainers":[%s],"containers":[{"name":"app","image":"x","ports":[{"containerPort":8080}],"lifecycle":{"preStop":{"sleep":{"seconds":5}}}}]}}`,
+			meta, sidecar(hook))
+	}
+	for _, tc := range []struct {
+		name   string
+		obj    string
+		fields []string
+	}{
+		{"an unparseable annotation", pod("web", 30, map[string]string{mutate.AnnotationMaxWork: "lots"}, ""), []string{"metadata.annotations[graceguard.io/max-work]"}},
+		{"a budget over the cap", pod("web", 30, map[string]string{mutate.AnnotationMaxWork: "1h"}, ""), []string{"spec.terminationGracePeriodSeconds"}},
+		{"a container list naming no container", pod("web", 30, map[string]string{mutate.AnnotationContainers: "ghost"}, ""), []string{"metadata.annotations[graceguard.io/containers]"}},
+		{"an untreated native sidecar whose hook outlasts the grace graceguard sets",
+			withSidecar(nil, `{"sleep":{"seconds":30}}`), []string{"spec.initContainers[0].lifecycle.preStop"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := review{op: admissionv1.Create, kind: "Pod", namespace: nsEnforce, object: tc.obj}
+			m := f.send(t, PathMutatePod, r)
+			checkInvalid(t, m, "Pod", tc.fields, nil)
+			if len(m.Patch) > 0 {
+				t.Errorf("a refusal with a patch: %s", m.Patch)
+			}
+			// What the validating webhook says of the Pod as graceguard
+			// would have left it (each of these Pods has every hook
+			// graceguard would add already).
+			v := f.send(t, PathValidatePod, r)
+			if !reflect.DeepEqual(m.Result, v.Result) {
+				t.Errorf("mutating refusal\n%+v\nvalidating refusal\n%+v", m.Result, v.Result)
+			}
+		})
+	}
+	t.Run("the advice comes with the refusal", func(t *testing.T) {
+		m := f.send(t, PathMutatePod, review{op: admissionv1.Create, kind: "Pod", namespace: nsEnforce, object: withSidecar(nil, `{"sleep":{"seconds":30}}`)})
+		if !prefixes(m.Warnings, []string{"spec.containers[0].readinessProbe: serving container has none"}) {
+			t.Errorf("warnings %q", m.Warnings)
+		}
+	})
+	t.Run("warn mode refuses nothing", func(t *testing.T) {
+		m := f.send(t, PathMutatePod, review{op: admissionv1.Create, kind: "Pod", namespace: nsWarn, object: pod("web", 30, map[string]string{mutate.AnnotationMaxWork: "lots"}, "")})
+		if !m.Allowed || len(m.Patch) > 0 {
+			t.Fatalf("allowed %t, patch %s", m.Allowed, m.Patch)
+		}
+	})
+}
+
 func TestMutatePodKeepsUnknownFields(t *testing.T) {
 	f := newFixture(t)
 	raw := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web","annotations":{"team":"shop"}},

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -129,9 +130,7 @@ func decodeAdmissionPod(raw runtime.RawExtension) (*corev1.Pod, error) {
 }
 
 // admissionWorkload is the part of a workload that pkg/mutate reads: its
-// name and its Pod template, wherever the kind keeps it. The template is
-// also kept as it was sent (Raw), so an UPDATE can tell whether it changed
-// at all, not only in the fields graceguard reads.
+// name and its Pod template, wherever the kind keeps it.
 type admissionWorkload struct {
 	metav1.TypeMeta `json:",inline"`
 	Metadata        struct {
@@ -139,13 +138,39 @@ type admissionWorkload struct {
 		Namespace string `json:"namespace"`
 	} `json:"metadata"`
 	Spec struct {
-		Template    jsontext.Value `json:"template"`
+		Template    rawTemplate `json:"template"`
 		JobTemplate struct {
 			Spec struct {
-				Template jsontext.Value `json:"template"`
+				Template rawTemplate `json:"template"`
 			} `json:"spec"`
 		} `json:"jobTemplate"`
 	} `json:"spec"`
+}
+
+// rawTemplate is a workload's Pod template, decoded in the pass that reads
+// the workload and located in the workload's JSON (start to end), so that
+// an UPDATE can tell whether the template changed at all, not only in the
+// fields graceguard reads, without a copy of it.
+type rawTemplate struct {
+	tpl        admissionTemplate
+	start, end int64
+}
+
+func (t *rawTemplate) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	// A repeated name: the last template is the template, as a whole.
+	*t = rawTemplate{}
+	start := dec.InputOffset()
+	if err := jsonv2.UnmarshalDecode(dec, &t.tpl); err != nil {
+		return err
+	}
+	t.start, t.end = start, dec.InputOffset()
+	return nil
+}
+
+// in is the template's JSON in raw, the workload it was decoded from.
+func (t *rawTemplate) in(raw []byte) []byte {
+	// start is just after the name's colon: before any space.
+	return bytes.TrimLeft(raw[t.start:t.end], " \t\r\n")
 }
 
 type admissionTemplate struct {
@@ -156,10 +181,10 @@ type admissionTemplate struct {
 }
 
 // leanWorkload is a decoded workload: its Pod template as a target, and the
-// template's JSON as sent.
+// template's JSON as sent (part of the review's body, not a copy).
 type leanWorkload struct {
 	target mutate.Target
-	raw    jsontext.Value
+	raw    []byte
 }
 
 // decodeAdmissionWorkload decodes what graceguard reads of a workload of
@@ -178,21 +203,16 @@ func decodeAdmissionWorkload(w mutate.WorkloadKind, raw []byte) (leanWorkload, e
 	if (a.APIVersion != "" && a.APIVersion != gv) || (a.Kind != "" && a.Kind != w.Kind) {
 		return leanWorkload{}, fmt.Errorf("the object is %s %s, not %s %s", a.APIVersion, a.Kind, gv, w.Kind)
 	}
-	tplRaw := a.Spec.Template
+	rt := &a.Spec.Template
 	if w.Kind == "CronJob" {
-		tplRaw = a.Spec.JobTemplate.Spec.Template
+		rt = &a.Spec.JobTemplate.Spec.Template
 	}
-	var at admissionTemplate
-	if len(tplRaw) > 0 && string(tplRaw) != "null" {
-		if err := jsonv2.Unmarshal(tplRaw, &at, decodeOptions); err != nil {
-			return leanWorkload{}, err
-		}
-	}
+	at := rt.tpl
 	tpl := &corev1.PodTemplateSpec{Spec: at.Spec.podSpec()}
 	tpl.Annotations = at.Metadata.Annotations
 	t, err := mutate.ForTemplate(w.Kind, a.Metadata.Namespace, a.Metadata.Name, tpl)
 	if err != nil {
 		return leanWorkload{}, err
 	}
-	return leanWorkload{target: t, raw: tplRaw}, nil
+	return leanWorkload{target: t, raw: rt.in(raw)}, nil
 }

@@ -126,3 +126,59 @@ func TestDocumentsRenderFromResults(t *testing.T) {
 		t.Errorf("the SVG has %d lines, want 4 (p50 and p99 of graceguard and the baseline)", n)
 	}
 }
+
+// The creation arms are rendered with their ratios, spread, CPU and targets
+// from results alone, and a missed target says why from the run's numbers.
+func TestCreationArmsRender(t *testing.T) {
+	arm := func(name, webhook string, rate, p50 float64, rounds []float64, cpu map[string]float64, mutated bool) ArmRun {
+		a := ArmRun{Arm: name, Desc: "desc of " + name, Pods: 1000, PodsPerSec: rate, RoundPodsPerSec: rounds, Latency: Percentile{P50: p50, P99: 3 * p50},
+			Webhook: webhook, CPUMsPerPod: cpu, WantMutated: mutated}
+		if mutated {
+			a.Mutated = a.Pods
+		}
+		return a
+	}
+	r := &Results{
+		Machine: Machine{NProc: 2, KubeAPIServer: "v1.37.2"},
+		Creation: &Creation{Rounds: 2, PodsPerRound: 500, Clients: 16, NativePolicy: "the same (...)", Arms: []ArmRun{
+			arm(ArmNone, "", 800, 16, []float64{780, 820}, map[string]float64{procAPIServer: 1.4, procClient: 0.6}, false),
+			arm(ArmNativePolicy, "", 200, 60, []float64{190, 210}, map[string]float64{procAPIServer: 8.4, procClient: 0.7}, true),
+			arm(ArmNoopOneCall, procNoop, 500, 26, []float64{480, 520}, map[string]float64{procAPIServer: 2.3, procNoop: 0.33, procClient: 0.6}, false),
+			arm(ArmNoopPatch, procNoop, 420, 31, []float64{400, 440}, map[string]float64{procAPIServer: 3.3, procNoop: 0.37, procClient: 0.66}, true),
+			arm(ArmGraceguard, procGraceguard, 410, 32, []float64{400, 420}, map[string]float64{procAPIServer: 3.4, procGraceguard: 0.36, procClient: 0.67}, true),
+		},
+			Webhooks: []WebhookLatency{{Name: "mutate-pods.graceguard.io", Count: 1000, MeanMs: 6, P50Le: 0.005, P99Le: 0.025}, {Name: "validate-pods.graceguard.io", Skipped: 1000}},
+		},
+	}
+	r.Targets = evaluate(r)
+	md := r.Markdown()
+	for _, want := range []string{
+		"| graceguard | 410 | 400–420 | 32.0 |", "| graceguard | 0.512× |", "| validate-pods.graceguard.io | 0 | 1000 | – |",
+		"graceguard as its chart registers it: Pod throughput ≥ 0.9× a one-call no-op webhook's | 0.820×", "**missed**",
+		"reaches 0.840× of noop-one-call's", "graceguard reaches 0.976× of that arm's throughput",
+		"Pod throughput ≥ 1.4× the native MutatingAdmissionPolicy's doing the same injection | 2.05×",
+		"**Spread.**", "benchmarks-arms.svg",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the Markdown lacks %q:\n%s", want, md)
+		}
+	}
+	for _, bad := range []string{"NaN", "+Inf", "%!"} {
+		if strings.Contains(md, bad) {
+			t.Errorf("the Markdown contains %q", bad)
+		}
+	}
+	d := xml.NewDecoder(strings.NewReader(r.ArmsSVG()))
+	for {
+		_, err := d.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the arms SVG is not well-formed XML: %v", err)
+		}
+	}
+	if n := strings.Count(r.ArmsSVG(), "<rect x="); n != 5 {
+		t.Errorf("the arms SVG has %d bars, want 5", n)
+	}
+}

@@ -60,9 +60,11 @@ type cluster struct {
 	ca      []byte
 	webhook *process
 	noop    *process
-	// webhookURL and noopURL are https://127.0.0.1:PORT.
-	webhookURL, noopURL string
-	version             string
+	// http2 is a second graceguard, served with --enable-http2 (ArmHTTP2).
+	http2 *process
+	// webhookURL, noopURL and http2URL are https://127.0.0.1:PORT.
+	webhookURL, noopURL, http2URL string
+	version                       string
 }
 
 // process is a server this run started.
@@ -160,6 +162,7 @@ func startCluster(ctx context.Context, assets, dir, webhookBin, noopBin string) 
 	}
 	c := &cluster{webhookURL: "https://127.0.0.1:" + strconv.Itoa(port)}
 	hooks.PointAt(c.webhookURL)
+	excludeArms(hooks, ArmNoopChart, ArmNoopPatch, ArmTwoCalls, ArmHTTP2)
 	c.env = &envtest.Environment{
 		BinaryAssetsDirectory: assets,
 		// The chart's CRDs: the observer phase writes ShutdownReports.
@@ -204,25 +207,35 @@ func startCluster(ctx context.Context, assets, dir, webhookBin, noopBin string) 
 	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
 		return c, err
 	}
-	health, err := freePort()
+	graceguard := func(name string, port int, extra ...string) (*process, error) {
+		health, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		metricsPort, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		return startProcess(name, filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".log"), webhookBin, append([]string{
+			"--kubeconfig=" + kubeconfig,
+			"--cert-dir=" + certDir,
+			"--port=" + strconv.Itoa(port),
+			"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metricsPort),
+			"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(health),
+			"--namespace=" + releaseNamespace,
+			"--shutdown-delay=0s",
+			"--drain-timeout=5s",
+		}, extra...)...)
+	}
+	if c.webhook, err = graceguard("graceguard webhook", port); err != nil {
+		return c, err
+	}
+	http2Port, err := freePort()
 	if err != nil {
 		return c, err
 	}
-	metricsPort, err := freePort()
-	if err != nil {
-		return c, err
-	}
-	c.webhook, err = startProcess("graceguard webhook", filepath.Join(dir, "webhook.log"), webhookBin,
-		"--kubeconfig="+kubeconfig,
-		"--cert-dir="+certDir,
-		"--port="+strconv.Itoa(port),
-		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(metricsPort),
-		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(health),
-		"--namespace="+releaseNamespace,
-		"--shutdown-delay=0s",
-		"--drain-timeout=5s",
-	)
-	if err != nil {
+	c.http2URL = "https://127.0.0.1:" + strconv.Itoa(http2Port)
+	if c.http2, err = graceguard("graceguard webhook http2", http2Port, "--enable-http2"); err != nil {
 		return c, err
 	}
 	if err := c.createNamespace(ctx, fixture.Namespace, true); err != nil {
@@ -323,7 +336,7 @@ func (c *cluster) waitAnswering(ctx context.Context, p *process, url string, tim
 // (Go returns memory to the OS slowly: a run after an overloaded one would
 // report that one's RSS).
 func (c *cluster) restart(ctx context.Context) error {
-	for _, p := range []*process{c.webhook, c.noop} {
+	for _, p := range []*process{c.webhook, c.http2, c.noop} {
 		if err := p.stop(); err != nil {
 			return err
 		}
@@ -339,7 +352,7 @@ func (c *cluster) restart(ctx context.Context) error {
 
 func (c *cluster) stop() error {
 	var errs []error
-	for _, p := range []*process{c.noop, c.webhook} {
+	for _, p := range []*process{c.noop, c.webhook, c.http2} {
 		if err := p.stop(); err != nil {
 			errs = append(errs, err)
 		}

@@ -9,7 +9,7 @@ import (
 	"os"
 	"slices"
 	"sort"
-	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,109 +22,196 @@ import (
 	"github.com/graceguard/graceguard/test/bench/fixture"
 )
 
-// Namespaces of the Pod creation phase.
-const (
-	nsCreateWith    = "bench-create-with"    // opted in: both Pod webhooks are called
-	nsCreateWithout = "bench-create-without" // not selected: no webhook is called
-)
+// nsCreateWithout is a namespace no webhook selects, for the managedFields
+// check.
+const nsCreateWithout = "bench-create-without"
 
-// graceguardWebhooks are the webhook names the chart gives graceguard's Pod webhooks.
-var graceguardWebhooks = []string{"mutate-pods.graceguard.io", "validate-pods.graceguard.io"}
-
-// measureCreation creates pods Pods with clients concurrent clients through
-// the API server in an opted-in namespace (graceguard's webhooks called)
-// and in one the webhooks' namespaceSelector skips (no webhook called),
-// interleaved A-B-B-A in halves so drift in the machine's load hits both
-// alike, and reads the API server's own latency histogram of the webhooks.
-func (c *cluster) measureCreation(ctx context.Context, pods, clients, serial int) (*Creation, error) {
-	for _, ns := range []struct {
-		name    string
-		optedIn bool
-	}{{nsCreateWith, true}, {nsCreateWithout, false}} {
-		if err := c.createNamespace(ctx, ns.name, ns.optedIn); err != nil {
-			return nil, err
+// measureCreation measures every arm, then (SerialPods) a few arms with one
+// client, and compares the native policy's Pods with graceguard's.
+func (c *cluster) measureCreation(ctx context.Context, as []arm, o Options, logf func(string, ...any)) (*Creation, error) {
+	cr := &Creation{Rounds: o.Rounds, PodsPerRound: o.PodsPerRound, Clients: o.Clients, SerialPods: o.SerialPods}
+	var err error
+	if cr.NativePolicy, err = c.sameAsGraceguard(ctx); err != nil {
+		return cr, err
+	}
+	runs, counts, err := c.measureArms(ctx, as, o.Rounds, o.PodsPerRound, o.Clients)
+	if err != nil {
+		return cr, err
+	}
+	cr.Arms = runs
+	for _, a := range as {
+		for _, h := range a.hooks {
+			n := counts[h]
+			w := n.latency.latency(h)
+			w.Skipped = n.skipped
+			cr.Webhooks = append(cr.Webhooks, w)
 		}
 	}
-	// Warm both paths (connections, the webhook's first calls), unmeasured.
-	for _, ns := range []string{nsCreateWith, nsCreateWithout} {
-		if _, err := c.createPods(ctx, ns, "warm", clients, clients); err != nil {
-			return nil, err
-		}
+	for _, a := range runs {
+		logf("%-22s %6.1f Pods/s (rounds %s)  p50 %6.1f ms  p99 %6.1f ms  %d errors  %d of %d with the record  %.2f calls/Pod",
+			a.Arm, a.PodsPerSec, rounded(a.RoundPodsPerSec), a.Latency.P50, a.Latency.P99, a.Errors, a.Mutated, a.Pods, a.CallsPerPod)
 	}
-	before, err := c.webhookHistograms(ctx)
-	if err != nil {
-		return nil, err
-	}
-	with, without, err := c.abba(ctx, "c", pods, clients)
-	if err != nil {
-		return nil, err
-	}
-	after, err := c.webhookHistograms(ctx)
-	if err != nil {
-		return nil, err
-	}
-	cr := &Creation{Pods: pods, Clients: clients, With: with.summary(), Without: without.summary(), SerialPods: serial}
-	if cr.Without.PodsPerSec > 0 {
-		cr.SlowdownPercent = 100 * (1 - cr.With.PodsPerSec/cr.Without.PodsPerSec)
-	}
-	for _, name := range graceguardWebhooks {
-		for _, typ := range []string{"admit", "validating"} {
-			k := histKey{name, typ}
-			if h, ok := after[k]; ok {
-				cr.Webhooks = append(cr.Webhooks, h.minus(before[k]).latency(name, typ))
+	if o.SerialPods > 1 {
+		var serial []arm
+		for _, a := range as {
+			if a.name == ArmNone || a.name == ArmNoopOneCall || a.name == ArmGraceguard {
+				serial = append(serial, a)
 			}
 		}
-	}
-	if serial > 0 {
-		with, without, err := c.abba(ctx, "s", serial, 1)
-		if err != nil {
-			return nil, err
+		logf("one client: %d Pods per arm of %d arms", o.SerialPods, len(serial))
+		if cr.Serial, _, err = c.measureArms(ctx, serial, 2, o.SerialPods/2, 1); err != nil {
+			return cr, err
 		}
-		sw, so := with.summary(), without.summary()
-		cr.SerialWith, cr.SerialWithout = &sw, &so
 	}
 	return cr, nil
 }
 
-// abba creates pods Pods with and pods without the webhooks, in halves
-// ordered with, without, without, with, and measures the CPU time every
-// process involved spends.
-func (c *cluster) abba(ctx context.Context, prefix string, pods, clients int) (with, without creations, err error) {
-	procs := children("kube-apiserver", "etcd")
-	procs["graceguard"] = c.webhook.pid()
-	procs["bench client"] = os.Getpid()
-	half := pods / 2
-	with, without = creations{cpu: map[string]time.Duration{}}, creations{cpu: map[string]time.Duration{}}
-	for i, ns := range []string{nsCreateWith, nsCreateWithout, nsCreateWithout, nsCreateWith} {
-		n := half
-		if i >= 2 {
-			n = pods - half
-		}
-		cpu0 := cpuTimes(procs)
-		got, err := c.createPods(ctx, ns, prefix+strconv.Itoa(i), n, clients)
-		if err != nil {
-			return with, without, err
-		}
-		got.cpu = map[string]time.Duration{}
-		for name, t := range cpuTimes(procs) {
-			got.cpu[name] = t - cpu0[name]
-		}
-		if ns == nsCreateWith {
-			with.add(got)
-		} else {
-			without.add(got)
-		}
+func rounded(vs []float64) string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = fmt.Sprintf("%.0f", v)
 	}
-	return with, without, nil
+	return strings.Join(out, " ")
 }
 
-// creations accumulates rounds of one mode.
+// measureArms creates Pods in every arm's namespace: rounds rounds of
+// perRound Pods per arm by clients concurrent clients, the arms in a
+// different order each round (rotated, and reversed every other round) so
+// that drift in the machine's load hits them alike, the Pods deleted
+// between rounds (unmeasured) so the API server's store does not grow
+// through the run. It reads the API server's own counts of webhook calls,
+// matchCondition skips and latencies over the measured rounds.
+func (c *cluster) measureArms(ctx context.Context, as []arm, rounds, perRound, clients int) ([]ArmRun, map[string]admissionCount, error) {
+	procs := children("kube-apiserver", "etcd")
+	for k, v := range map[string]int{procGraceguard: c.webhook.pid(), procHTTP2: c.http2.pid(), procNoop: c.noop.pid(), procClient: os.Getpid()} {
+		procs[k] = v
+	}
+	// Warm every path (connections, the webhooks' first calls), unmeasured.
+	for _, a := range as {
+		if _, err := c.createPods(ctx, armNamespace(a.name), "warm", clients, clients); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := c.deleteArmPods(ctx, as); err != nil {
+		return nil, nil, err
+	}
+	before, err := c.admissionCounts(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	acc := make([]creations, len(as))
+	for i := range acc {
+		acc[i].cpu = map[string]time.Duration{}
+	}
+	for r := range rounds {
+		order := make([]int, len(as))
+		for i := range order {
+			order[i] = (i + r) % len(as)
+		}
+		if r%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, i := range order {
+			settle(procs)
+			cpu0 := cpuTimes(procs)
+			got, err := c.createPods(ctx, armNamespace(as[i].name), fmt.Sprintf("r%d", r), perRound, clients)
+			if err != nil {
+				return nil, nil, err
+			}
+			got.cpu = map[string]time.Duration{}
+			for name, t := range cpuTimes(procs) {
+				got.cpu[name] = t - cpu0[name]
+			}
+			got.rounds = []float64{float64(perRound-got.errors) / got.wall.Seconds()}
+			acc[i].add(got)
+		}
+		if err := c.deleteArmPods(ctx, as); err != nil {
+			return nil, nil, err
+		}
+	}
+	after, err := c.admissionCounts(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	counts := map[string]admissionCount{}
+	for name, a := range after {
+		counts[name] = a.minus(before[name])
+	}
+	out := make([]ArmRun, len(as))
+	for i, a := range as {
+		out[i] = acc[i].summary(a)
+		for _, h := range a.hooks {
+			n := counts[h]
+			if out[i].Pods > 0 {
+				out[i].CallsPerPod += float64(n.calls) / float64(out[i].Pods)
+			}
+		}
+	}
+	return out, counts, nil
+}
+
+// settle waits (at most 5 s) until the API server and etcd are nearly idle
+// (under a fifth of a core over 300 ms), so that no arm starts while they
+// still work off the one before it (watch events, the deletions between
+// rounds).
+func settle(procs map[string]int) {
+	quiet := map[string]int{}
+	for _, name := range []string{procAPIServer, procEtcd} {
+		if pid, ok := procs[name]; ok {
+			quiet[name] = pid
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		t0 := cpuTimes(quiet)
+		time.Sleep(300 * time.Millisecond)
+		var used time.Duration
+		for name, t := range cpuTimes(quiet) {
+			used += t - t0[name]
+		}
+		if used < 60*time.Millisecond {
+			return
+		}
+	}
+}
+
+// deleteArmPods deletes every Pod of the arms' namespaces and waits until
+// they are gone (no kubelet: a Pod on no node is deleted at once).
+func (c *cluster) deleteArmPods(ctx context.Context, as []arm) error {
+	zero := int64(0)
+	for _, a := range as {
+		if err := c.kube.CoreV1().Pods(armNamespace(a.name)).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
+			return err
+		}
+	}
+	deadline := time.Now().Add(time.Minute)
+	for _, a := range as {
+		for {
+			l, err := c.kube.CoreV1().Pods(armNamespace(a.name)).List(ctx, metav1.ListOptions{Limit: 1})
+			if err != nil {
+				return err
+			}
+			if len(l.Items) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("Pods of %s not deleted within a minute", armNamespace(a.name))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// creations accumulates rounds of one arm.
 type creations struct {
 	wall    time.Duration
 	lat     []time.Duration
 	errors  int
 	mutated int
 	cpu     map[string]time.Duration
+	// rounds are the Pods/s of each round.
+	rounds []float64
 }
 
 func (c *creations) add(o creations) {
@@ -132,17 +219,23 @@ func (c *creations) add(o creations) {
 	c.lat = append(c.lat, o.lat...)
 	c.errors += o.errors
 	c.mutated += o.mutated
+	c.rounds = append(c.rounds, o.rounds...)
 	for k, v := range o.cpu {
 		c.cpu[k] += v
 	}
 }
 
-func (c *creations) summary() CreateRun {
+func (c *creations) summary(a arm) ArmRun {
 	ok := len(c.lat) - c.errors
-	r := CreateRun{Seconds: c.wall.Seconds(), PodsPerSec: float64(ok) / c.wall.Seconds(), Latency: percentiles(c.lat), Errors: c.errors, Mutated: c.mutated,
-		CPUMsPerPod: map[string]float64{}}
+	r := ArmRun{Arm: a.name, Desc: a.desc, Pods: len(c.lat), Seconds: c.wall.Seconds(), Latency: percentiles(c.lat), Errors: c.errors,
+		Mutated: c.mutated, WantMutated: a.mutates, Webhook: a.webhook, RoundPodsPerSec: c.rounds, CPUMsPerPod: map[string]float64{}}
+	if c.wall > 0 {
+		r.PodsPerSec = float64(ok) / c.wall.Seconds()
+	}
 	for k, v := range c.cpu {
-		r.CPUMsPerPod[k] = ms(v) / float64(len(c.lat))
+		if len(c.lat) > 0 {
+			r.CPUMsPerPod[k] = ms(v) / float64(len(c.lat))
+		}
 	}
 	return r
 }
@@ -173,10 +266,7 @@ func (c *cluster) createPods(ctx context.Context, ns, prefix string, n, clients 
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
-				p := fixture.TypicalPod()
-				p.GenerateName, p.Name, p.Namespace = "", fmt.Sprintf("%s-%04d", prefix, i), ns
-				// The API server records its own.
-				p.ManagedFields = nil
+				p := benchPod(ns, fmt.Sprintf("%s-%04d", prefix, i))
 				t0 := time.Now()
 				got, err := c.kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
 				d := time.Since(t0)
@@ -206,8 +296,6 @@ func (c *cluster) createPods(ctx context.Context, ns, prefix string, n, clients 
 	return out, ctx.Err()
 }
 
-type histKey struct{ name, typ string }
-
 // hist is one cumulative histogram.
 type hist struct {
 	count   uint64
@@ -223,10 +311,11 @@ func (h hist) minus(o hist) hist {
 	return d
 }
 
-func (h hist) latency(name, typ string) WebhookLatency {
-	w := WebhookLatency{Name: name, Type: typ, Count: h.count, P50Le: h.quantileLe(0.5), P99Le: h.quantileLe(0.99)}
+func (h hist) latency(name string) WebhookLatency {
+	w := WebhookLatency{Name: name, Count: h.count}
 	if h.count > 0 {
 		w.MeanMs = 1000 * h.sum / float64(h.count)
+		w.P50Le, w.P99Le = h.quantileLe(0.5), h.quantileLe(0.99)
 	}
 	return w
 }
@@ -246,9 +335,25 @@ func (h hist) quantileLe(q float64) float64 {
 	return math.Inf(1)
 }
 
-// webhookHistograms reads apiserver_admission_webhook_admission_duration_seconds
-// of graceguard's webhooks from the API server's /metrics.
-func (c *cluster) webhookHistograms(ctx context.Context) (map[histKey]hist, error) {
+// admissionCount is what the API server counted of one webhook: its calls
+// (with their latency histogram) and the requests a matchCondition kept
+// from it.
+type admissionCount struct {
+	calls, skipped uint64
+	latency        hist
+}
+
+func (a admissionCount) minus(o admissionCount) admissionCount {
+	if o.latency.buckets == nil {
+		o.latency.buckets = map[float64]uint64{}
+	}
+	return admissionCount{calls: a.calls - o.calls, skipped: a.skipped - o.skipped, latency: a.latency.minus(o.latency)}
+}
+
+// admissionCounts reads, from the API server's /metrics, every webhook's
+// apiserver_admission_webhook_admission_duration_seconds and
+// apiserver_admission_match_condition_exclusions_total.
+func (c *cluster) admissionCounts(ctx context.Context) (map[string]admissionCount, error) {
 	raw, err := c.kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading the API server's /metrics: %w", err)
@@ -258,28 +363,35 @@ func (c *cluster) webhookHistograms(ctx context.Context) (map[histKey]hist, erro
 	if err != nil {
 		return nil, fmt.Errorf("parsing the API server's /metrics: %w", err)
 	}
-	out := map[histKey]hist{}
-	fam, ok := fams["apiserver_admission_webhook_admission_duration_seconds"]
-	if !ok {
-		return out, nil
-	}
-	for _, m := range fam.GetMetric() {
-		name := label(m, "name")
-		if !slices.Contains(graceguardWebhooks, name) {
-			continue
-		}
-		k := histKey{name, label(m, "type")}
-		h, ok := out[k]
+	out := map[string]admissionCount{}
+	get := func(name string) admissionCount {
+		a, ok := out[name]
 		if !ok {
-			h = hist{buckets: map[float64]uint64{}}
+			a.latency.buckets = map[float64]uint64{}
 		}
-		ph := m.GetHistogram()
-		h.count += ph.GetSampleCount()
-		h.sum += ph.GetSampleSum()
-		for _, b := range ph.GetBucket() {
-			h.buckets[b.GetUpperBound()] += b.GetCumulativeCount()
+		return a
+	}
+	if fam, ok := fams["apiserver_admission_webhook_admission_duration_seconds"]; ok {
+		for _, m := range fam.GetMetric() {
+			name := label(m, "name")
+			a := get(name)
+			ph := m.GetHistogram()
+			a.calls += ph.GetSampleCount()
+			a.latency.count += ph.GetSampleCount()
+			a.latency.sum += ph.GetSampleSum()
+			for _, b := range ph.GetBucket() {
+				a.latency.buckets[b.GetUpperBound()] += b.GetCumulativeCount()
+			}
+			out[name] = a
 		}
-		out[k] = h
+	}
+	if fam, ok := fams["apiserver_admission_match_condition_exclusions_total"]; ok {
+		for _, m := range fam.GetMetric() {
+			name := label(m, "name")
+			a := get(name)
+			a.skipped += uint64(m.GetCounter().GetValue())
+			out[name] = a
+		}
 	}
 	return out, nil
 }

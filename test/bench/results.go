@@ -52,7 +52,8 @@ type Settings struct {
 	WarmupSeconds     float64 `json:"warmupSeconds"`
 	MaxWorkers        int     `json:"maxWorkers"`
 	InFlight          int     `json:"inFlight"`
-	Pods              int     `json:"pods"`
+	Rounds            int     `json:"rounds"`
+	PodsPerRound      int     `json:"podsPerRound"`
 	Clients           int     `json:"clients"`
 	SerialPods        int     `json:"serialPods"`
 	NamespaceLevels   []int   `json:"namespaceLevels"`
@@ -136,47 +137,56 @@ type Percentile struct {
 	Mean float64 `json:"mean"`
 }
 
-// Creation is Pod creation through the API server with and without
-// graceguard's webhooks.
+// Creation is Pod creation through the API server, arm by arm (the arms
+// of arms()): the same typical Pods, the same API server, one run.
 type Creation struct {
-	Pods    int `json:"pods"`
-	Clients int `json:"clients"`
-	// With: in an opted-in namespace, every Pod goes through mutate-pods
-	// and validate-pods. Without: in a namespace the webhooks' selector
-	// does not match, so the API server calls no webhook.
-	With    CreateRun `json:"with"`
-	Without CreateRun `json:"without"`
-	// SlowdownPercent is how much lower the Pods/s rate is with the webhooks.
-	SlowdownPercent float64 `json:"slowdownPercent"`
-	// Webhooks is the API server's own apiserver_admission_webhook_admission_duration_seconds
-	// for graceguard's webhooks, over the "with" rounds.
+	Rounds       int      `json:"rounds"`
+	PodsPerRound int      `json:"podsPerRound"`
+	Clients      int      `json:"clients"`
+	Arms         []ArmRun `json:"arms"`
+	// Webhooks are the API server's own counts, over the measured rounds,
+	// of every webhook the arms register: calls, latency, and requests
+	// their matchConditions kept from them.
 	Webhooks []WebhookLatency `json:"webhooks"`
-	// SerialWith and SerialWithout are SerialPods creations by one client:
-	// the latency the webhooks add when the machine is not saturated.
-	SerialPods    int        `json:"serialPods"`
-	SerialWith    *CreateRun `json:"serialWith,omitempty"`
-	SerialWithout *CreateRun `json:"serialWithout,omitempty"`
+	// NativePolicy compares the Pods the native policy and graceguard make
+	// of the typical Pod.
+	NativePolicy string `json:"nativePolicyVsGraceguard"`
+	// Serial are SerialPods creations by one client per arm of a few arms:
+	// the latency a Pod's creation gains when the machine is not saturated.
+	SerialPods int      `json:"serialPods"`
+	Serial     []ArmRun `json:"serial,omitempty"`
 }
 
-// CreateRun is one mode's Pod creations.
-type CreateRun struct {
-	Seconds    float64    `json:"seconds"`
-	PodsPerSec float64    `json:"podsPerSec"`
-	Latency    Percentile `json:"latencyMs"`
-	Errors     int        `json:"errors"`
-	// Mutated counts the created Pods graceguard changed (all of them with
-	// the webhooks, none without).
-	Mutated int `json:"mutated"`
-	// CPUMsPerPod is the CPU time each process spent per created Pod:
-	// kube-apiserver, etcd, graceguard, and the bench process (the clients).
+// ArmRun is one arm's Pod creations.
+type ArmRun struct {
+	Arm  string `json:"arm"`
+	Desc string `json:"description"`
+	Pods int    `json:"pods"`
+	// Seconds is the wall time of the arm's rounds; PodsPerSec the Pods
+	// created over it; RoundPodsPerSec the rate of each round.
+	Seconds         float64    `json:"seconds"`
+	PodsPerSec      float64    `json:"podsPerSec"`
+	RoundPodsPerSec []float64  `json:"roundPodsPerSec"`
+	Latency         Percentile `json:"latencyMs"`
+	Errors          int        `json:"errors"`
+	// Mutated counts the created Pods carrying the budget record;
+	// WantMutated says whether the arm should make all or none.
+	Mutated     int  `json:"mutated"`
+	WantMutated bool `json:"wantMutated"`
+	// Webhook is the process the arm calls, CallsPerPod how many calls
+	// the API server made to it per Pod.
+	Webhook     string  `json:"webhook,omitempty"`
+	CallsPerPod float64 `json:"webhookCallsPerPod"`
+	// CPUMsPerPod is the CPU time each process spent per created Pod.
 	CPUMsPerPod map[string]float64 `json:"cpuMsPerPod"`
 }
 
 // WebhookLatency is a webhook's admission histogram as the API server kept it.
 type WebhookLatency struct {
 	Name  string `json:"name"`
-	Type  string `json:"type"`
 	Count uint64 `json:"count"`
+	// Skipped counts the requests a matchCondition kept from the webhook.
+	Skipped uint64 `json:"skipped"`
 	// P50Le and P99Le are the upper bounds (seconds) of the buckets holding
 	// the 50th and 99th percentile.
 	P50Le float64 `json:"p50LeSeconds"`

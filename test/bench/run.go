@@ -39,9 +39,13 @@ type Options struct {
 	InFlight int
 	Load     time.Duration
 	Warmup   time.Duration
-	// Pods are created by Clients concurrent clients, with and without
-	// graceguard's webhooks; then SerialPods by one client.
-	Pods, Clients, SerialPods int
+	// Pods are created through the API server in every arm (arms()):
+	// Rounds rounds of PodsPerRound Pods per arm by Clients concurrent
+	// clients; then SerialPods per arm of a few arms by one client.
+	Rounds, PodsPerRound, Clients, SerialPods int
+	// Arms limits the creation phase to these arms (development); empty:
+	// every arm.
+	Arms []string
 	// NamespaceLevels are the numbers of namespaces in the cluster at which
 	// the lookup and the webhook are measured, at NamespaceRate for
 	// NamespaceLoad.
@@ -92,7 +96,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	}
 	r := &Results{Started: start.UTC().Truncate(time.Second), Settings: Settings{
 		BenchTime: o.BenchTime, BenchCount: o.BenchCount, Rates: o.Rates, LoadSeconds: o.Load.Seconds(), WarmupSeconds: o.Warmup.Seconds(),
-		MaxWorkers: o.MaxWorkers, InFlight: o.InFlight, Pods: o.Pods, Clients: o.Clients, SerialPods: o.SerialPods, NamespaceLevels: o.NamespaceLevels,
+		MaxWorkers: o.MaxWorkers, InFlight: o.InFlight, Rounds: o.Rounds, PodsPerRound: o.PodsPerRound, Clients: o.Clients, SerialPods: o.SerialPods, NamespaceLevels: o.NamespaceLevels,
 		NamespaceRate: o.NamespaceRate, NamespaceSeconds: o.NamespaceLoad.Seconds(),
 		ObserverPods: o.ObserverPods, ObserverUntreated: o.ObserverUntreated, ObserverWorkloads: o.ObserverWorkloads,
 		ObserverRate: o.ObserverRate, ObserverSeconds: o.ObserverChurn.Seconds(),
@@ -232,19 +236,21 @@ func (r *Results) cluster(ctx context.Context, o Options, logf func(string, ...a
 		if err := c.restart(ctx); err != nil {
 			return fmt.Errorf("restarting the servers: %w", err)
 		}
-		logf("creating %d Pods with %d clients through the API server, with and without graceguard's webhooks", o.Pods, o.Clients)
-		cr, err := c.measureCreation(ctx, o.Pods, o.Clients, o.SerialPods)
-		if err != nil {
-			r.problem("Pod creation: %v", err)
+		if err := c.installArms(ctx); err != nil {
+			r.problem("Pod creation: setting up the arms: %v", err)
 		} else {
-			r.Creation = cr
-			logf("with webhooks %.0f Pods/s (p50 %.1f ms, p99 %.1f ms, %d errors, %d mutated); without %.0f Pods/s (p50 %.1f ms, p99 %.1f ms, %d errors): %.1f%% slower",
-				cr.With.PodsPerSec, cr.With.Latency.P50, cr.With.Latency.P99, cr.With.Errors, cr.With.Mutated,
-				cr.Without.PodsPerSec, cr.Without.Latency.P50, cr.Without.Latency.P99, cr.Without.Errors, cr.SlowdownPercent)
-			if cr.SerialWith != nil {
-				logf("one client: with webhooks p50 %.1f ms p99 %.1f ms; without p50 %.1f ms p99 %.1f ms",
-					cr.SerialWith.Latency.P50, cr.SerialWith.Latency.P99, cr.SerialWithout.Latency.P50, cr.SerialWithout.Latency.P99)
+			var all []arm
+			for _, a := range arms() {
+				if len(o.Arms) == 0 || slices.Contains(o.Arms, a.name) {
+					all = append(all, a)
+				}
 			}
+			logf("creating Pods through the API server in %d arms: %d rounds of %d Pods per arm, %d clients", len(all), o.Rounds, o.PodsPerRound, o.Clients)
+			cr, err := c.measureCreation(ctx, all, o, logf)
+			if err != nil {
+				r.problem("Pod creation: %v", err)
+			}
+			r.Creation = cr
 		}
 	}
 

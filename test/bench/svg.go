@@ -156,3 +156,72 @@ func niceStep(raw float64) float64 {
 	}
 	return 10 * p
 }
+
+// ArmsSVG renders the Pod creation arms: a bar of Pods/s per arm with the
+// range of its rounds as a whisker, and its p50 and p99 latency as text.
+func (r *Results) ArmsSVG() string {
+	c := r.Creation
+	const left, right, top, rowH = 190.0, 170.0, 56.0, 34.0
+	n := 0
+	if c != nil {
+		n = len(c.Arms)
+	}
+	w, h := 760.0, top+rowH*float64(max(n, 1))+56
+	pw := w - left - right
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="sans-serif" font-size="12">`+"\n", w, h, w, h)
+	fmt.Fprintf(&b, `<rect width="%.0f" height="%.0f" fill="white"/>`+"\n", w, h)
+	fmt.Fprintf(&b, `<text x="20" y="24" font-size="15" font-weight="bold">Pod creation through one kube-apiserver, by arm (typical Pod)</text>`+"\n")
+	if n == 0 {
+		fmt.Fprintf(&b, `<text x="20" y="%.0f">no Pod creation in this run</text></svg>`+"\n", top+20)
+		return b.String()
+	}
+	xMax := 0.0
+	for _, a := range c.Arms {
+		xMax = max(xMax, a.PodsPerSec)
+		for _, v := range a.RoundPodsPerSec {
+			xMax = max(xMax, v)
+		}
+	}
+	if xMax == 0 {
+		xMax = 1
+	}
+	step := niceStep(xMax / 5)
+	xTop := math.Ceil(xMax*1.05/step) * step
+	x := func(v float64) float64 { return left + v/xTop*pw }
+	bottom := top + rowH*float64(n)
+	for v := 0.0; v <= xTop+step/2; v += step {
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e6e6e6"/>`+"\n", x(v), top-6, x(v), bottom)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%g</text>`+"\n", x(v), bottom+16, v)
+	}
+	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">Pods/s (bar: all rounds; whisker: slowest to fastest round)</text>`+"\n", left+pw/2, bottom+38)
+	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" fill="#555">p50 / p99 (ms)</text>`+"\n", left+pw+12, top-12)
+	for i, a := range c.Arms {
+		y := top + rowH*float64(i)
+		color := "#9aa5b1"
+		switch {
+		case a.Arm == ArmGraceguard:
+			color = "#1f5fa8"
+		case strings.HasPrefix(a.Arm, "graceguard"):
+			color = "#6f9bd1"
+		case a.Arm == ArmNativePolicy:
+			color = "#2e8b57"
+		case strings.HasPrefix(a.Arm, "noop"):
+			color = "#d9730d"
+		}
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end" dominant-baseline="middle">%s</text>`+"\n", left-8, y+rowH/2-2, html.EscapeString(a.Arm))
+		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s: %s Pods/s</title></rect>`+"\n",
+			left, y+6, x(a.PodsPerSec)-left, rowH-16, color, html.EscapeString(a.Arm), num(a.PodsPerSec))
+		if _, lo, hi := spread(a.RoundPodsPerSec); hi > 0 {
+			ym := y + rowH/2 - 2
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="black"/>`+"\n", x(lo), ym, x(hi), ym)
+			for _, v := range []float64{lo, hi} {
+				fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="black"/>`+"\n", x(v), ym-5, x(v), ym+5)
+			}
+		}
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" dominant-baseline="middle">%s / %s</text>`+"\n", left+pw+12, y+rowH/2-2, num(a.Latency.P50), num(a.Latency.P99))
+	}
+	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" fill="#555">%d CPUs, load %.2f at start</text>`+"\n", left+pw+12, bottom+38, r.Machine.NProc, r.Machine.LoadAvgStart[0])
+	b.WriteString("</svg>\n")
+	return b.String()
+}

@@ -263,7 +263,7 @@ func caBundles(ctx context.Context, g Gomega) [][]byte {
 	for _, w := range v.Webhooks {
 		out = append(out, bytes.TrimSpace(w.ClientConfig.CABundle))
 	}
-	g.Expect(out).To(HaveLen(3))
+	g.Expect(out).To(HaveLen(4), "mutate-pods, validate-pods, validate-pods-warn and validate-workloads")
 	return out
 }
 

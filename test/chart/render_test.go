@@ -307,9 +307,10 @@ func TestServiceRoutesTheWebhooksToThePods(t *testing.T) {
 	}
 	check(m.Webhooks[0].Name, m.Webhooks[0].ClientConfig, "/mutate-v1-pod")
 	check("validate-pods", r.validatingHook(t, "validate-pods.graceguard.io").ClientConfig, "/validate-v1-pod")
+	check("validate-pods-warn", r.validatingHook(t, "validate-pods-warn.graceguard.io").ClientConfig, "/validate-v1-pod")
 	check("validate-workloads", r.validatingHook(t, "validate-workloads.graceguard.io").ClientConfig, "/validate-workloads")
-	if n := len(r.validating(t).Webhooks); n != 2 {
-		t.Errorf("%d validating webhooks, want 2", n)
+	if n := len(r.validating(t).Webhooks); n != 3 {
+		t.Errorf("%d validating webhooks, want 3", n)
 	}
 }
 
@@ -330,6 +331,16 @@ func TestWebhooksOnlyReachOptedInNamespacesAndNeverGraceguardItself(t *testing.T
 			l["graceguard.io/inject"] = inject
 		}
 		return l
+	}
+	// The Pod validating webhooks split opted-in namespaces by mode
+	// (internal/chart's TestModeSelectorsPartitionNamespaces): the warn one
+	// is tried on namespaces in warn mode.
+	inWarnMode := func(l labels.Set) labels.Set {
+		w := labels.Set{"graceguard.io/mode": "warn"}
+		for k, v := range l {
+			w[k] = v
+		}
+		return w
 	}
 	namespaces := []struct {
 		labels labels.Set
@@ -352,19 +363,28 @@ func TestWebhooksOnlyReachOptedInNamespacesAndNeverGraceguardItself(t *testing.T
 		failurePolicy     *admissionv1.FailurePolicyType
 		timeout           *int32
 		wantFailurePolicy admissionv1.FailurePolicyType
+		// conds are the names of the matchConditions after not-a-mirror-pod.
+		wantConds []string
+		warn      bool
 	}
 	m := r.mutating(t).Webhooks[0]
 	vp := r.validatingHook(t, "validate-pods.graceguard.io")
+	vpw := r.validatingHook(t, "validate-pods-warn.graceguard.io")
 	vw := r.validatingHook(t, "validate-workloads.graceguard.io")
 	hooks := []hook{
-		{m.Name, m.NamespaceSelector, m.ObjectSelector, m.MatchConditions, true, m.SideEffects, m.AdmissionReviewVersions, m.FailurePolicy, m.TimeoutSeconds, admissionv1.Ignore},
-		{vp.Name, vp.NamespaceSelector, vp.ObjectSelector, vp.MatchConditions, true, vp.SideEffects, vp.AdmissionReviewVersions, vp.FailurePolicy, vp.TimeoutSeconds, admissionv1.Fail},
-		{vw.Name, vw.NamespaceSelector, vw.ObjectSelector, vw.MatchConditions, false, vw.SideEffects, vw.AdmissionReviewVersions, vw.FailurePolicy, vw.TimeoutSeconds, admissionv1.Fail},
+		{m.Name, m.NamespaceSelector, m.ObjectSelector, m.MatchConditions, true, m.SideEffects, m.AdmissionReviewVersions, m.FailurePolicy, m.TimeoutSeconds, admissionv1.Ignore, []string{"not-opted-out"}, false},
+		{vp.Name, vp.NamespaceSelector, vp.ObjectSelector, vp.MatchConditions, true, vp.SideEffects, vp.AdmissionReviewVersions, vp.FailurePolicy, vp.TimeoutSeconds, admissionv1.Fail, []string{"not-proven-by-cel"}, false},
+		{vpw.Name, vpw.NamespaceSelector, vpw.ObjectSelector, vpw.MatchConditions, true, vpw.SideEffects, vpw.AdmissionReviewVersions, vpw.FailurePolicy, vpw.TimeoutSeconds, admissionv1.Fail, nil, true},
+		{vw.Name, vw.NamespaceSelector, vw.ObjectSelector, vw.MatchConditions, false, vw.SideEffects, vw.AdmissionReviewVersions, vw.FailurePolicy, vw.TimeoutSeconds, admissionv1.Fail, nil, false},
 	}
 	for _, h := range hooks {
 		sel := nsSelector(t, h.ns)
 		for _, n := range namespaces {
-			if got := sel.Matches(n.labels); got != n.sent {
+			l := n.labels
+			if h.warn {
+				l = inWarnMode(l)
+			}
+			if got := sel.Matches(l); got != n.sent {
 				t.Errorf("%s: namespace %v sent = %v, want %v", h.name, n.labels, got, n.sent)
 			}
 		}
@@ -390,8 +410,12 @@ func TestWebhooksOnlyReachOptedInNamespacesAndNeverGraceguardItself(t *testing.T
 			continue
 		}
 		want := `!has(object.metadata.annotations) || !('kubernetes.io/config.mirror' in object.metadata.annotations)`
-		if len(h.conds) != 1 || h.conds[0].Expression != want {
-			t.Errorf("%s: matchConditions = %+v, want one skipping mirror Pods: %s", h.name, h.conds, want)
+		var names []string
+		for _, c := range h.conds[min(1, len(h.conds)):] {
+			names = append(names, c.Name)
+		}
+		if len(h.conds) == 0 || h.conds[0].Expression != want || !slices.Equal(names, h.wantConds) {
+			t.Errorf("%s: matchConditions = %+v, want one skipping mirror Pods (%s), then %v", h.name, h.conds, want, h.wantConds)
 		}
 	}
 	if p := m.ReinvocationPolicy; p == nil || *p != admissionv1.IfNeededReinvocationPolicy {
@@ -423,8 +447,10 @@ func TestWebhookRules(t *testing.T) {
 	if got := flat(r.mutating(t).Webhooks[0].Rules); !slices.Equal(got, podCreate) {
 		t.Errorf("mutating rules = %+v, want Pods CREATE only (the spec is immutable after)", got)
 	}
-	if got := flat(r.validatingHook(t, "validate-pods.graceguard.io").Rules); !slices.Equal(got, podCreate) {
-		t.Errorf("validating Pod rules = %+v, want Pods CREATE only", got)
+	for _, name := range []string{"validate-pods.graceguard.io", "validate-pods-warn.graceguard.io"} {
+		if got := flat(r.validatingHook(t, name).Rules); !slices.Equal(got, podCreate) {
+			t.Errorf("%s rules = %+v, want Pods CREATE only", name, got)
+		}
 	}
 	// The chart registers exactly the workloads graceguard's table marks
 	// as reviewed, one rule per group/version, in the table's order.
@@ -453,6 +479,7 @@ webhooks:
 `)
 	m := r.mutating(t).Webhooks[0]
 	vp := r.validatingHook(t, "validate-pods.graceguard.io")
+	vpw := r.validatingHook(t, "validate-pods-warn.graceguard.io")
 	vw := r.validatingHook(t, "validate-workloads.graceguard.io")
 	for _, c := range []struct {
 		name    string
@@ -463,6 +490,7 @@ webhooks:
 	}{
 		{"mutate", m.FailurePolicy, m.TimeoutSeconds, admissionv1.Fail, 3},
 		{"validate pods", vp.FailurePolicy, vp.TimeoutSeconds, admissionv1.Ignore, 30},
+		{"validate pods (warn mode)", vpw.FailurePolicy, vpw.TimeoutSeconds, admissionv1.Ignore, 30},
 		{"validate workloads", vw.FailurePolicy, vw.TimeoutSeconds, admissionv1.Ignore, 1},
 	} {
 		if c.policy == nil || *c.policy != c.want || c.timeout == nil || *c.timeout != c.wantT {

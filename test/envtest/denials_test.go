@@ -65,16 +65,18 @@ var _ = Describe("denials reach the client with graceguard's message", func() {
 			"spec.containers[0].lifecycle.preStop: Required value: graceguard's mutating webhook adds a 5s preStop sleep here and did not run for this Pod")))
 	})
 
+	// What graceguard already sees is wrong is refused by its mutating
+	// webhook, with the message the validating webhook would give.
 	It("denies a budget over --max-grace-period", func(ctx SpecContext) {
 		ns := optedIn(ctx, "cap")
 		_, err := kube.CoreV1().Pods(ns).Create(ctx, pod("slow", map[string]string{mutate.AnnotationMaxWork: "1h"}), metav1.CreateOptions{})
-		denied(err, "validate-pods.graceguard.io", "the budget needs 3610s (routing 5s + work 1h + cleanup 2s + margin 3s), over the cluster cap of 10m")
+		denied(err, "mutate-pods.graceguard.io", "the budget needs 3610s (routing 5s + work 1h + cleanup 2s + margin 3s), over the cluster cap of 10m")
 	})
 
 	It("denies an annotation that does not parse, naming the key, the value and the accepted forms", func(ctx SpecContext) {
 		ns := optedIn(ctx, "typo")
 		_, err := kube.CoreV1().Pods(ns).Create(ctx, pod("typo", map[string]string{mutate.AnnotationMaxWork: "thirty"}), metav1.CreateOptions{})
-		denied(err, "validate-pods.graceguard.io",
+		denied(err, "mutate-pods.graceguard.io",
 			`metadata.annotations[graceguard.io/max-work]: Invalid value: "thirty": not a duration; want a Go duration (30s, 1m30s, 1500ms) or whole seconds (30)`)
 	})
 })

@@ -103,7 +103,7 @@ var _ = Describe("a real helm install", Ordered, func() {
 		Expect(ca).NotTo(BeEmpty())
 		Eventually(func(g Gomega) {
 			bundles := caBundles(g)
-			g.Expect(bundles).To(HaveLen(3))
+			g.Expect(bundles).To(HaveLen(4), "mutate-pods, validate-pods, validate-pods-warn and validate-workloads")
 			for _, b := range bundles {
 				g.Expect(b).To(Equal(ca))
 			}

@@ -238,3 +238,129 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: graceguard
 app.kubernetes.io/component: observer
 {{- end -}}
+
+{{/*
+The namespaces whose Pods the mode webhooks get: graceguard.modeSelector
+(list . "enforce") are those in enforce mode (and those with a mode label
+graceguard refuses, which its mutating webhook denies), (list . "warn") those
+in warn mode; together every namespace, each once. A namespace without the
+label is in config.defaultMode.
+*/}}
+{{- define "graceguard.modeExpression" -}}
+{{- $root := index . 0 -}}
+{{- $want := index . 1 -}}
+{{- $defaultWarn := eq $root.Values.config.defaultMode "warn" -}}
+- key: graceguard.io/mode
+{{- if $defaultWarn }}
+  operator: {{ if eq $want "enforce" }}In{{ else }}NotIn{{ end }}
+  values: ["enforce"]
+{{- else }}
+  operator: {{ if eq $want "enforce" }}NotIn{{ else }}In{{ end }}
+  values: ["warn"]
+{{- end }}
+{{- end -}}
+
+{{/*
+CEL: the whole-second length of the preStop hook of container c, as
+graceguard reads it (pkg/mutate/hooks.go): 0 without one, the sleep
+action's seconds, N of exec ["sleep", "N"]; -1 for any other hook, whose
+length CEL does not read (the validating webhook then decides).
+*/}}
+{{- define "graceguard.cel.hookSeconds" -}}
+(!{{ . }}.?lifecycle.?preStop.hasValue() ? 0 : {{ . }}.lifecycle.preStop.?sleep.hasValue() ? {{ . }}.lifecycle.preStop.sleep.?seconds.orValue(-1) : ({{ . }}.lifecycle.preStop.?exec.?command.orValue([]).size() == 2 && ({{ . }}.lifecycle.preStop.exec.command[0] == 'sleep' || {{ . }}.lifecycle.preStop.exec.command[0].endsWith('/sleep')) && {{ . }}.lifecycle.preStop.exec.command[1].matches(r'^[0-9]{1,6}$')) ? int({{ . }}.lifecycle.preStop.exec.command[1]) : -1)
+{{- end -}}
+
+{{/*
+CEL: container .c's preStop hook ends before the grace .g and before the
+grace of its liveness and startup probes (pkg/mutate checkHooks), and lasts
+at most .bound seconds. One line, like every snippet spliced into the
+block scalar of an expression.
+*/}}
+{{- define "graceguard.cel.hookFits" -}}
+[{{ include "graceguard.cel.hookSeconds" .c }}].all(h, h == 0 || (h > 0 && h < {{ .g }} && h <= {{ .bound }} && h < {{ .c }}.?livenessProbe.?terminationGracePeriodSeconds.orValue(h + 1) && h < {{ .c }}.?startupProbe.?terminationGracePeriodSeconds.orValue(h + 1)))
+{{- end -}}
+
+{{/* CEL: term (list name) of the budget record b, as text. */}}
+{{- define "graceguard.cel.term" -}}
+b.find(r'(^| ){{ . }}=[^ ]*').split('=')[1]
+{{- end -}}
+
+{{/*
+CEL: a duration as graceguard writes one in its record (budget.Format) and
+CEL's duration() reads it: at most 4 digits before a fraction, so it never
+overflows.
+*/}}
+{{- define "graceguard.cel.durationPattern" -}}
+([0-9]{1,4}(\.[0-9]{1,9})?(h|m|s|ms|us|µs|ns)){1,6}
+{{- end -}}
+
+{{/*
+CEL: annotation value v is a duration graceguard and CEL read alike, and
+within graceguard's bound of 1h (graceguard.cel.duration reads it).
+*/}}
+{{- define "graceguard.cel.durationOK" -}}
+((v.matches(r'^[0-9]{1,4}$') || v.matches(r'^{{ include "graceguard.cel.durationPattern" . }}$')) && {{ include "graceguard.cel.duration" . }} <= duration('1h'))
+{{- end -}}
+
+{{- define "graceguard.cel.duration" -}}
+(v.matches(r'^[0-9]{1,4}$') ? duration(v + 's') : duration(v))
+{{- end -}}
+
+{{/*
+The matchCondition that sends a Pod to the validating webhook only when CEL
+cannot prove, on the Pod as it is about to be stored (after every mutating
+webhook, reinvocation included), what the webhook would check. It never
+errs (an error would refuse the Pod under failurePolicy Fail): every field
+is read as optional, every conversion is guarded by a pattern, and every
+list it walks is bounded first. docs/admission.md says why each part holds;
+internal/chart's TestProvenPodsPassValidation holds it to pkg/mutate.Validate.
+
+  g    the grace period; out: the Pod opted out (graceguard.io/inject: "false")
+  b    graceguard's record of the budget it applied (graceguard.io/budget),
+       exactly "routing=5s work=20s cleanup=2s margin=3s grace=30s" (a record
+       with any other term, a mesh proxy's, is left to the webhook); '' when
+       opted out
+  rs   the longest hook that fits that record, in whole seconds (the routing
+       term); any length when opted out
+
+A Pod with a mesh proxy container or mesh settings is left to the webhook.
+A treated Pod is proven when its grace is the recorded grace, every regular
+container has a preStop hook, and every graceguard annotation agrees with the
+record (or, for the paths, probe port, handler and max-work: auto, is one
+graceguard accepts); any Pod, opted out or not, when every hook of every
+container is a length CEL reads, shorter than the grace and than its probes'
+grace, and (treated) at most rs.
+*/}}
+{{- define "graceguard.provenCondition" -}}
+- name: not-proven-by-cel
+  expression: |-
+    !(
+      size(object.spec.?containers.orValue([])) <= 32 && size(object.spec.?initContainers.orValue([])) <= 32 &&
+      // A mesh (its proxy, or its settings on the Pod) is left to the webhook.
+      !(object.spec.?containers.orValue([]) + object.spec.?initContainers.orValue([])).exists(c, c.?name.orValue('') in ['istio-proxy', 'linkerd-proxy']) &&
+      [object.metadata.?labels.orValue({})].all(l, !('sidecar.istio.io/inject' in l) && !('istio.io/rev' in l)) &&
+      [object.spec.?terminationGracePeriodSeconds.orValue(0)].all(g, g > 0 &&
+      [object.metadata.?annotations.orValue({})].all(a, size(a) <= 64 &&
+      !a.exists(k, k.contains('istio.io/') || k.contains('linkerd.io/')) &&
+      [a[?'graceguard.io/inject'].orValue('') == 'false'].all(out,
+      [out ? '' : a[?'graceguard.io/budget'].orValue('')].all(b,
+        (out || (
+          b.matches(r'^routing={{ include "graceguard.cel.durationPattern" . }} work={{ include "graceguard.cel.durationPattern" . }} cleanup={{ include "graceguard.cel.durationPattern" . }} margin={{ include "graceguard.cel.durationPattern" . }} grace=[0-9]{1,9}s$') &&
+          g == int(b.find(r'[0-9]{1,9}s$').replace('s', '')) &&
+          object.spec.?containers.orValue([]).all(c, c.?lifecycle.?preStop.hasValue()) &&
+          a.all(k, v, !k.startsWith('graceguard.io/') ||
+            k == 'graceguard.io/budget' ||
+            (k == 'graceguard.io/inject' && v == 'true') ||
+            (k == 'graceguard.io/prestop' && v in ['sleep', 'exec', 'none']) ||
+            ((k == 'graceguard.io/readiness-path' || k == 'graceguard.io/liveness-path') && v.matches(r'^/[!-~]{0,255}$')) ||
+            (k == 'graceguard.io/probe-port' && ((v.matches(r'^[1-9][0-9]{0,4}$') && int(v) <= 65535) ||
+              (v.matches(r'^[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$') && v.matches(r'[a-z]') && !v.contains('--')))) ||
+            (k == 'graceguard.io/routing-delay' && {{ include "graceguard.cel.durationOK" . }} && {{ include "graceguard.cel.duration" . }} <= duration({{ include "graceguard.cel.term" "routing" }})) ||
+            (k == 'graceguard.io/max-work' && (v == 'auto' || ({{ include "graceguard.cel.durationOK" . }} && {{ include "graceguard.cel.duration" . }} == duration({{ include "graceguard.cel.term" "work" }})))) ||
+            (k == 'graceguard.io/cleanup' && {{ include "graceguard.cel.durationOK" . }} && {{ include "graceguard.cel.duration" . }} == duration({{ include "graceguard.cel.term" "cleanup" }})) ||
+            (k == 'graceguard.io/safety-margin' && {{ include "graceguard.cel.durationOK" . }} && {{ include "graceguard.cel.duration" . }} == duration({{ include "graceguard.cel.term" "margin" }}))))) &&
+        [out ? 9223372036854775807 : duration({{ include "graceguard.cel.term" "routing" }}).getSeconds()].all(rs,
+          (object.spec.?containers.orValue([]) + object.spec.?initContainers.orValue([])).all(c,
+            {{ include "graceguard.cel.hookFits" (dict "c" "c" "g" "g" "bound" "rs") }}))))))
+    )
+{{- end -}}

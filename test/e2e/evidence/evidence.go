@@ -362,6 +362,9 @@ type WebhookMetrics struct {
 	Requests  float64 `json:"requests"`
 	FailOpen  float64 `json:"failOpen"`
 	Rejection float64 `json:"rejections"`
+	// Skipped counts the requests a matchCondition kept from the webhook
+	// (apiserver_admission_match_condition_exclusions_total).
+	Skipped float64 `json:"skipped"`
 }
 
 // MeshProxy is scenario 6: Pods whose traffic enters through a naive

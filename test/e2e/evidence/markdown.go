@@ -247,9 +247,9 @@ func Markdown(r *Run, assets string) string {
 		} else {
 			b.WriteString("\n\n")
 		}
-		b.WriteString("| webhook | `apiserver_admission_webhook_request_total` Δ | `..._fail_open_count` Δ | `..._rejection_count` Δ |\n|---|---|---|---|\n")
+		b.WriteString("| webhook | `apiserver_admission_webhook_request_total` Δ | `..._fail_open_count` Δ | `..._rejection_count` Δ | skipped by a matchCondition Δ |\n|---|---|---|---|---|\n")
 		for _, m := range s.Metrics {
-			fmt.Fprintf(&b, "| %s | %g | %g | %g |\n", m.Name, m.Requests, m.FailOpen, m.Rejection)
+			fmt.Fprintf(&b, "| %s | %g | %g | %g | %g |\n", m.Name, m.Requests, m.FailOpen, m.Rejection, m.Skipped)
 		}
 		b.WriteString("\n")
 		if len(s.Errors) > 0 {

@@ -38,9 +38,10 @@ func run() int {
 	flag.IntVar(&o.InFlight, "in-flight", 200, "most requests in flight in the fixed-rate runs (vegeta -max-workers; kube-apiserver's default --max-mutating-requests-inflight)")
 	flag.DurationVar(&o.Load, "duration", 8*time.Second, "measured length of each load run")
 	flag.DurationVar(&o.Warmup, "warmup", time.Second, "unmeasured warm-up before each load run, at its rate")
-	flag.IntVar(&o.Pods, "pods", 500, "Pods created through the API server with, and as many without, the webhooks")
-	flag.IntVar(&o.Clients, "clients", 20, "concurrent clients creating Pods")
-	flag.IntVar(&o.SerialPods, "serial-pods", 100, "Pods then created by one client, with and as many without the webhooks (0: none)")
+	flag.IntVar(&o.Rounds, "rounds", 6, "rounds of Pod creation through the API server; each creates -pods Pods in every arm, the arms interleaved")
+	flag.IntVar(&o.PodsPerRound, "pods", 1000, "Pods per arm per round")
+	flag.IntVar(&o.Clients, "clients", 16, "concurrent clients creating Pods")
+	flag.IntVar(&o.SerialPods, "serial-pods", 100, "Pods then created by one client in each of the arms none, noop-one-call and graceguard (0: none)")
 	levels := flag.String("namespaces", "10,100,1000,10000", "numbers of namespaces in the cluster at which the namespace cost is measured")
 	flag.IntVar(&o.NamespaceRate, "namespace-rate", 500, "offered rate of the webhook runs of the namespace sweep, requests/s")
 	flag.DurationVar(&o.NamespaceLoad, "namespace-duration", 4*time.Second, "measured length of each namespace-sweep webhook run")
@@ -53,6 +54,7 @@ func run() int {
 	flag.Float64Var(&o.WaitLoad, "wait-load", 0, "if > 0, first wait until the 1-minute load average is below this")
 	flag.DurationVar(&o.WaitTimeout, "wait-timeout", 10*time.Minute, "longest wait for -wait-load; then measure anyway (and say so)")
 	render := flag.String("render", "", "only rewrite the documents in -out from this benchmarks.json (measures nothing)")
+	armList := flag.String("arms", "", "comma-separated arms of the Pod creation phase to run (development; default all)")
 	skip := flag.String("skip", "", "comma-separated phases to leave out while developing: go, load, create, namespaces, observer")
 	flag.Parse()
 
@@ -67,6 +69,9 @@ func run() int {
 	}
 	if *skip != "" {
 		o.Skip = strings.Split(*skip, ",")
+	}
+	if *armList != "" {
+		o.Arms = strings.Split(*armList, ",")
 	}
 	if o.Root, err = moduleRoot(); err != nil {
 		fmt.Fprintln(os.Stderr, err)

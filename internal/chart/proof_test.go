@@ -1,0 +1,597 @@
+package chart
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/cel/environment"
+
+	"github.com/graceguard/graceguard/pkg/budget"
+	"github.com/graceguard/graceguard/pkg/mutate"
+)
+
+// The Pod validating webhook is skipped for Pods its not-proven-by-cel
+// condition proves valid (docs/admission.md). These tests evaluate the
+// chart's webhooks' matchConditions with the API server's own code
+// (k8s.io/apiserver's CEL compiler and matcher, the version of the API
+// server graceguard is built against) and hold the proof to
+// pkg/mutate.Validate, the validating webhook's decision.
+
+// podMatcher is the API server's matcher of one of the chart's webhooks.
+type podMatcher struct {
+	name    string
+	matcher matchconditions.Matcher
+}
+
+func validatingMatcher(t testing.TB, values map[string]any, name string) podMatcher {
+	t.Helper()
+	w, err := RenderWebhooks("graceguard", "graceguard-system", values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range w.Validating {
+		for i := range v.Webhooks {
+			if h := &v.Webhooks[i]; h.Name == name {
+				return podMatcher{name, compile(webhook.NewValidatingWebhookAccessor("uid", v.Name, h))}
+			}
+		}
+	}
+	t.Fatalf("no validating webhook %s", name)
+	return podMatcher{}
+}
+
+func mutatingMatcher(t testing.TB) podMatcher {
+	t.Helper()
+	w, err := RenderWebhooks("graceguard", "graceguard-system", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &w.Mutating[0].Webhooks[0]
+	return podMatcher{h.Name, compile(webhook.NewMutatingWebhookAccessor("uid", w.Mutating[0].Name, h))}
+}
+
+func compile(a webhook.WebhookAccessor) matchconditions.Matcher {
+	// As the API server's webhook admission plugin builds its compiler.
+	return a.GetCompiledMatcher(plugincel.NewConditionCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())))
+}
+
+// calls reports whether the API server would call the webhook for the Pod
+// on CREATE. An evaluation error fails the test: under failurePolicy Fail
+// it would refuse the Pod with an error nobody can act on.
+func (m podMatcher) calls(t testing.TB, pod *corev1.Pod) bool {
+	t.Helper()
+	gvk := schema.GroupVersionKind{Version: "v1", Kind: "Pod"}
+	attr := admission.NewAttributesRecord(pod, nil, gvk, pod.Namespace, pod.Name, schema.GroupVersionResource{Version: "v1", Resource: "pods"},
+		"", admission.Create, &metav1.CreateOptions{}, false, &user.DefaultInfo{Name: "alice"})
+	r := m.matcher.Match(context.Background(), &admission.VersionedAttributes{Attributes: attr, VersionedKind: gvk, VersionedObject: admission.NewLazyObject(pod)}, nil, nil)
+	if r.Error != nil {
+		t.Fatalf("%s: evaluating its matchConditions failed (the Pod would be refused with this error): %v\nPod: %+v", m.name, r.Error, pod)
+	}
+	return r.Matches
+}
+
+// opts and optedIn are the cluster defaults and an opted-in namespace in
+// enforce mode, the namespaces validate-pods.graceguard.io is for.
+var opts = func() mutate.Options {
+	o := mutate.DefaultOptions()
+	o.ExcludedNamespaces = append(o.ExcludedNamespaces, "graceguard-system")
+	return o
+}()
+
+func optedIn(ann map[string]string) mutate.Namespace {
+	return mutate.Namespace{Name: "shop", Labels: map[string]string{mutate.LabelInject: mutate.LabelInjectEnabled}, Annotations: ann}
+}
+
+// admit is what graceguard's mutating webhook does with a Pod: mutate it
+// (in place) or refuse it, as pkg/webhook's PodMutator decides.
+func admit(pod *corev1.Pod, ns mutate.Namespace) (refused bool) {
+	return admitWith(pod, ns, opts, nil)
+}
+
+// admitWith is admit with options and what the shutdown observer reports
+// for graceguard.io/max-work: auto, which the webhook reads for a Pod that
+// asks for it and records no budget yet.
+func admitWith(pod *corev1.Pod, ns mutate.Namespace, o mutate.Options, observed *mutate.Observed) (refused bool) {
+	t := mutate.ForPod(pod)
+	if mutate.WantsAutoWork(pod.Annotations, ns.Annotations) && pod.Annotations[mutate.AnnotationBudget] == "" {
+		t.Observed = observed
+	}
+	r := mutate.Mutate(t, ns, o)
+	return r.Mode != mutate.ModeWarn && mutate.Validate(t, ns, o).Denied()
+}
+
+func sleepHook(s int64) *corev1.Lifecycle {
+	return &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: s}}}
+}
+
+func execHook(cmd ...string) *corev1.Lifecycle {
+	return &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: cmd}}}
+}
+
+func newPod(ann map[string]string, grace int64, containers ...corev1.Container) *corev1.Pod {
+	if len(containers) == 0 {
+		containers = []corev1.Container{{Name: "app", Image: "registry.local/app:1", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}}}
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", Annotations: ann},
+		// As the API server has defaulted it before admission.
+		Spec: corev1.PodSpec{TerminationGracePeriodSeconds: &grace, Containers: containers},
+	}
+}
+
+// The common case costs one call: a Pod graceguard mutated, as stored.
+// Everything that breaks a guarantee after graceguard's last call (a later
+// webhook, or the mutating call never made) sends it to the validating
+// webhook, which refuses it.
+func TestProvenCondition(t *testing.T) {
+	vp := validatingMatcher(t, nil, "validate-pods.graceguard.io")
+	ns := optedIn(nil)
+	mutated := func(ann map[string]string, containers ...corev1.Container) *corev1.Pod {
+		t.Helper()
+		p := newPod(ann, 30, containers...)
+		if admit(p, ns) {
+			t.Fatalf("graceguard refuses %+v", p)
+		}
+		return p
+	}
+	app := func(name string, l *corev1.Lifecycle) corev1.Container {
+		return corev1.Container{Name: name, Image: "registry.local/app:1", Lifecycle: l}
+	}
+	for _, tc := range []struct {
+		name string
+		pod  func() *corev1.Pod
+		// call: the validating webhook is called; denied: it refuses.
+		call, denied bool
+	}{
+		{"a Pod graceguard mutated", func() *corev1.Pod { return mutated(nil) }, false, false},
+		{"with per-Pod settings graceguard applied", func() *corev1.Pod {
+			return mutated(map[string]string{mutate.AnnotationMaxWork: "40s", mutate.AnnotationRoutingDelay: "8", mutate.AnnotationCleanup: "1500ms",
+				mutate.AnnotationReadinessPath: "/readyz", mutate.AnnotationProbePort: "http", mutate.AnnotationPreStop: "exec", mutate.AnnotationInject: "true"})
+		}, false, false},
+		{"with its own longer hook, counted", func() *corev1.Pod { return mutated(nil, app("app", execHook("/bin/sleep", "20"))) }, false, false},
+		{"the mutating call never made (failurePolicy Ignore)", func() *corev1.Pod { return newPod(nil, 30) }, true, true},
+		{"a later webhook adds a container without a hook", func() *corev1.Pod {
+			p := mutated(nil)
+			p.Spec.Containers = append(p.Spec.Containers, app("proxy", nil))
+			return p
+		}, true, true},
+		{"a later webhook adds a container with a hook longer than graceguard counted", func() *corev1.Pod {
+			p := mutated(nil)
+			p.Spec.Containers = append(p.Spec.Containers, app("proxy", sleepHook(15)))
+			return p
+		}, true, true},
+		{"a later webhook adds a container with a hook graceguard's budget covers", func() *corev1.Pod {
+			p := mutated(nil)
+			p.Spec.Containers = append(p.Spec.Containers, app("proxy", sleepHook(5)))
+			return p
+		}, false, false},
+		{"a later webhook lowers the grace", func() *corev1.Pod {
+			p := mutated(nil)
+			g := int64(20)
+			p.Spec.TerminationGracePeriodSeconds = &g
+			return p
+		}, true, true},
+		{"a later webhook raises max-work", func() *corev1.Pod {
+			p := mutated(nil)
+			p.Annotations[mutate.AnnotationMaxWork] = "60s"
+			return p
+		}, true, true},
+		{"a later webhook breaks an annotation", func() *corev1.Pod {
+			p := mutated(map[string]string{mutate.AnnotationReadinessPath: "/readyz"})
+			p.Annotations[mutate.AnnotationReadinessPath] = "readyz"
+			return p
+		}, true, true},
+		{"an opted-out Pod whose hooks fit", func() *corev1.Pod {
+			return newPod(map[string]string{mutate.AnnotationInject: "false"}, 30, app("app", sleepHook(29)))
+		}, false, false},
+		{"an opted-out Pod whose hook outlasts its grace", func() *corev1.Pod {
+			return newPod(map[string]string{mutate.AnnotationInject: "false"}, 30, app("app", sleepHook(30)))
+		}, true, true},
+		{"an opted-out Pod whose hook outlasts its liveness probe's grace", func() *corev1.Pod {
+			c := app("app", sleepHook(10))
+			g := int64(10)
+			c.LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{}}, TerminationGracePeriodSeconds: &g}
+			return newPod(map[string]string{mutate.AnnotationInject: "false"}, 30, c)
+		}, true, true},
+		{"a hook whose length CEL does not read", func() *corev1.Pod {
+			return newPod(map[string]string{mutate.AnnotationInject: "false"}, 30, app("app", execHook("sh", "-c", "sleep 5")))
+		}, true, false},
+		{"a container list", func() *corev1.Pod { return mutated(map[string]string{mutate.AnnotationContainers: "app"}) }, true, false},
+		{"max-work: auto, recorded", func() *corev1.Pod { return mutated(map[string]string{mutate.AnnotationMaxWork: mutate.MaxWorkAuto}) }, false, false},
+		{"a later webhook raises the grace (a ceiling may refuse it)", func() *corev1.Pod {
+			p := mutated(nil)
+			g := int64(90)
+			p.Spec.TerminationGracePeriodSeconds = &g
+			return p
+		}, true, false},
+		{"a mesh proxy: the webhook decides", func() *corev1.Pod {
+			return mutated(nil, app("app", nil), app(mutate.ContainerIstioProxy, nil))
+		}, true, false},
+		{"a mesh setting on the Pod: the webhook decides", func() *corev1.Pod {
+			return mutated(map[string]string{"linkerd.io/inject": "disabled"})
+		}, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := tc.pod()
+			if got := vp.calls(t, p); got != tc.call {
+				t.Fatalf("validating webhook called: %t, want %t (Pod %+v)", got, tc.call, p)
+			}
+			if got := mutate.Validate(mutate.ForPod(p), ns, opts).Denied(); got != tc.denied {
+				t.Fatalf("validation denies: %t, want %t", got, tc.denied)
+			}
+		})
+	}
+}
+
+// Warn-mode namespaces get a webhook of their own, called for every Pod
+// (the warnings of what enforce would deny); with skipProven false the chart
+// registers one webhook for every Pod, as before.
+func TestWarnModeAndSkipProvenOffCallEveryPod(t *testing.T) {
+	p := newPod(nil, 30)
+	p.Spec.Containers[0].Lifecycle = sleepHook(5)
+	if admit(p, optedIn(nil)) {
+		t.Fatal("refused")
+	}
+	for _, m := range []podMatcher{
+		validatingMatcher(t, nil, "validate-pods-warn.graceguard.io"),
+		validatingMatcher(t, map[string]any{"webhooks": map[string]any{"validatePods": map[string]any{"skipProven": false}}}, "validate-pods.graceguard.io"),
+	} {
+		if !m.calls(t, p) {
+			t.Errorf("%s skips a mutated Pod", m.name)
+		}
+	}
+	w, err := RenderWebhooks("graceguard", "graceguard-system", map[string]any{"webhooks": map[string]any{"validatePods": map[string]any{"skipProven": false}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, h := range w.Validating[0].Webhooks {
+		names = append(names, h.Name)
+	}
+	if !slices.Equal(names, []string{"validate-pods.graceguard.io", "validate-workloads.graceguard.io"}) {
+		t.Errorf("skipProven false registers %v", names)
+	}
+}
+
+// Every namespace meets exactly one of the two Pod validating webhooks,
+// whatever its mode label and the cluster's default mode.
+func TestModeSelectorsPartitionNamespaces(t *testing.T) {
+	for _, def := range []string{"enforce", "warn"} {
+		w, err := RenderWebhooks("graceguard", "graceguard-system", map[string]any{"config": map[string]any{"defaultMode": def}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var hooks []admissionregv1.ValidatingWebhook
+		for _, h := range w.Validating[0].Webhooks {
+			if strings.HasPrefix(h.Name, "validate-pods") {
+				hooks = append(hooks, h)
+			}
+		}
+		if len(hooks) != 2 {
+			t.Fatalf("default %s: %d Pod validating webhooks", def, len(hooks))
+		}
+		for _, mode := range []string{"", "enforce", "warn", "audit"} {
+			labels := map[string]string{mutate.LabelInject: mutate.LabelInjectEnabled, "kubernetes.io/metadata.name": "shop"}
+			if mode != "" {
+				labels[mutate.LabelMode] = mode
+			}
+			var matched []string
+			for _, h := range hooks {
+				sel, err := metav1.LabelSelectorAsSelector(h.NamespaceSelector)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if sel.Matches(labelSet(labels)) {
+					matched = append(matched, h.Name)
+				}
+			}
+			effective := mode
+			if effective == "" {
+				effective = def
+			}
+			want := "validate-pods.graceguard.io"
+			if effective == "warn" || (def == "warn" && mode != "enforce") {
+				// Under default warn, a label graceguard refuses leaves the
+				// namespace in warn mode (pkg/mutate resolve), so it warns.
+				want = "validate-pods-warn.graceguard.io"
+			}
+			if len(matched) != 1 || matched[0] != want {
+				t.Errorf("default %s, label %q: matched %v, want %s", def, mode, matched, want)
+			}
+		}
+	}
+}
+
+type labelSet map[string]string
+
+func (l labelSet) Has(k string) bool              { _, ok := l[k]; return ok }
+func (l labelSet) Get(k string) string            { return l[k] }
+func (l labelSet) Lookup(k string) (string, bool) { v, ok := l[k]; return v, ok }
+
+// Opted-out Pods are not sent to the mutating webhook: graceguard changes
+// nothing in them.
+func TestOptedOutPodsSkipTheMutatingCall(t *testing.T) {
+	m := mutatingMatcher(t)
+	for _, tc := range []struct {
+		ann  map[string]string
+		call bool
+	}{
+		{nil, true},
+		{map[string]string{mutate.AnnotationInject: "true"}, true},
+		{map[string]string{mutate.AnnotationInject: "False"}, true},
+		{map[string]string{mutate.AnnotationInject: "false"}, false},
+	} {
+		p := newPod(tc.ann, 30)
+		if got := m.calls(t, p); got != tc.call {
+			t.Errorf("annotations %v: called %t, want %t", tc.ann, got, tc.call)
+		}
+		if !tc.call {
+			if r := mutate.Mutate(mutate.ForPod(p), optedIn(nil), opts); len(r.Changes) > 0 || len(r.Warnings) > 0 {
+				t.Errorf("graceguard would have changed or said something: %+v", r)
+			}
+		}
+	}
+}
+
+// picker turns fuzz bytes into choices.
+type picker struct {
+	b []byte
+	i int
+}
+
+func (p *picker) n(k int) int {
+	if p.i >= len(p.b) {
+		return 0
+	}
+	v := int(p.b[p.i]) % k
+	p.i++
+	return v
+}
+
+func (p *picker) of(vs ...string) string { return vs[p.n(len(vs))] }
+
+var seconds = []int64{0, 1, 3, 5, 8, 10, 25, 29, 30, 31, 45, 60, 120, 700}
+
+func (p *picker) secs() int64 { return seconds[p.n(len(seconds))] }
+
+func (p *picker) hook() *corev1.Lifecycle {
+	s := p.secs()
+	switch p.n(7) {
+	case 1:
+		return sleepHook(s)
+	case 2:
+		return execHook("sleep", strconv.FormatInt(s, 10))
+	case 3:
+		return execHook("/bin/sleep", strconv.FormatInt(s, 10))
+	case 4:
+		return execHook("sh", "-c", "sleep "+strconv.FormatInt(s, 10))
+	case 5:
+		return &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/drain"}}}
+	case 6:
+		return execHook("sleep", strconv.FormatInt(s, 10)+"s")
+	}
+	return nil
+}
+
+func (p *picker) container(name string) corev1.Container {
+	c := corev1.Container{Name: name, Image: "registry.local/x:1", Lifecycle: p.hook()}
+	if p.n(2) == 0 {
+		c.Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}
+	}
+	if p.n(4) == 0 {
+		g := p.secs() + 1
+		c.LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{}}, TerminationGracePeriodSeconds: &g}
+	}
+	return c
+}
+
+var durations = []string{"", "0", "5", "5s", "8s", "10s", "1500ms", "20s", "40s", "1m", "59m", "1h", "2h", "lots", " 5s", "-5s", "0.5", "1m30s"}
+
+func (p *picker) annotations(keys ...string) map[string]string {
+	ann := map[string]string{}
+	for _, k := range keys {
+		if v := durations[p.n(len(durations))]; v != "" {
+			ann[k] = v
+		}
+	}
+	return ann
+}
+
+// genPod builds a Pod from fuzz bytes: containers with every kind of hook,
+// a native sidecar, probes with their own grace, every graceguard
+// annotation with valid and invalid values, and now and then a budget
+// record graceguard did not write.
+func (p *picker) pod() *corev1.Pod {
+	ann := p.annotations(mutate.AnnotationRoutingDelay, mutate.AnnotationMaxWork, mutate.AnnotationCleanup, mutate.AnnotationSafetyMargin)
+	// In a fixed order (not a map's), so the same bytes make the same choices.
+	for _, kv := range []struct {
+		k  string
+		vs []string
+	}{
+		{mutate.AnnotationRoutingProfile, []string{"", "", "", "", "ingress-nginx", "gke-neg", "bogus"}},
+		{mutate.AnnotationMaxWorkFloor, []string{"", "", "", "", "", "10s", "x"}},
+		{"linkerd.io/inject", []string{"", "", "", "", "", "enabled", "disabled"}},
+		{"config.alpha.linkerd.io/proxy-wait-before-exit-seconds", []string{"", "", "", "", "", "", "20", "60"}},
+		{mutate.AnnotationInject, []string{"", "", "", "false", "true", "no"}},
+		{mutate.AnnotationPreStop, []string{"", "", "sleep", "exec", "none", "wait"}},
+		{mutate.AnnotationContainers, []string{"", "", "", "c0", "ghost"}},
+		{mutate.AnnotationReadinessPath, []string{"", "", "/readyz", "readyz", "/a b"}},
+		{mutate.AnnotationProbePort, []string{"", "", "8080", "http", "0", "99999", "--x"}},
+		{mutate.AnnotationBudget, []string{"", "", "", "routing=5s work=20s cleanup=2s margin=3s grace=30s", "routing=1m work=1h cleanup=0s margin=0s grace=9999s", "routing=x grace=1s"}},
+		{"kubernetes.io/config.mirror", []string{"", "", "", "", "", "", "", "abc"}},
+	} {
+		if v := p.of(kv.vs...); v != "" {
+			ann[kv.k] = v
+		}
+	}
+	if p.n(6) == 0 {
+		ann[mutate.AnnotationMaxWork] = mutate.MaxWorkAuto
+	}
+	n := 1 + p.n(3)
+	var cs []corev1.Container
+	for i := range n {
+		cs = append(cs, p.container("c"+strconv.Itoa(i)))
+	}
+	if p.n(6) == 0 {
+		cs = append(cs, p.container(p.of(mutate.ContainerIstioProxy, mutate.ContainerLinkerdProxy)))
+	}
+	pod := newPod(ann, p.secs()+1, cs...)
+	if p.n(3) == 0 {
+		always := corev1.ContainerRestartPolicyAlways
+		sc := p.container(p.of("sidecar", "sidecar", mutate.ContainerIstioProxy))
+		sc.RestartPolicy = &always
+		pod.Spec.InitContainers = []corev1.Container{sc}
+	}
+	if p.n(8) == 0 {
+		pod.Labels = map[string]string{mutate.AnnotationIstioInject: p.of("true", "false")}
+	}
+	return pod
+}
+
+// lateChange is what another mutating webhook may do after graceguard's last
+// call (in the reinvocation round, or at all when graceguard's call failed).
+// It reports whether it removed one of the Pod's own budget settings.
+func (p *picker) lateChange(pod *corev1.Pod) (removed bool) {
+	switch p.n(10) {
+	case 1:
+		pod.Spec.Containers = append(pod.Spec.Containers, p.container("late"))
+	case 2:
+		g := p.secs()
+		pod.Spec.TerminationGracePeriodSeconds = &g
+	case 3:
+		pod.Spec.Containers[0].Lifecycle = p.hook()
+	case 4:
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		k := p.of(mutate.AnnotationRoutingDelay, mutate.AnnotationMaxWork, mutate.AnnotationCleanup, mutate.AnnotationSafetyMargin,
+			mutate.AnnotationInject, mutate.AnnotationPreStop, mutate.AnnotationContainers, mutate.AnnotationReadinessPath, mutate.AnnotationProbePort, "graceguard.io/future",
+			mutate.AnnotationRoutingProfile, "config.alpha.linkerd.io/proxy-wait-before-exit-seconds")
+		pod.Annotations[k] = p.of(durations[1:]...)
+	case 5:
+		delete(pod.Annotations, mutate.AnnotationBudget)
+	case 6:
+		for _, k := range []string{mutate.AnnotationRoutingDelay, mutate.AnnotationMaxWork, mutate.AnnotationCleanup, mutate.AnnotationSafetyMargin} {
+			if _, ok := pod.Annotations[k]; ok {
+				delete(pod.Annotations, k)
+				return true
+			}
+		}
+	case 7:
+		pod.Spec.InitContainers = append(pod.Spec.InitContainers, p.container("late-init"))
+		always := corev1.ContainerRestartPolicyAlways
+		pod.Spec.InitContainers[len(pod.Spec.InitContainers)-1].RestartPolicy = &always
+	case 8:
+		// A mesh injector after graceguard's last call.
+		pod.Spec.Containers = append(pod.Spec.Containers, p.container(p.of(mutate.ContainerIstioProxy, mutate.ContainerLinkerdProxy)))
+	}
+	return false
+}
+
+// alwaysHeld are the refusals the proof never lets through, whatever
+// happened before: whether graceguard's mutating call was made or not, and
+// whoever wrote the budget record. They are checked on the Pod itself.
+var alwaysHeld = []mutate.Reason{mutate.DenyHookExceedsGrace, mutate.DenyNotMutated, mutate.DenyTooManyContainers, mutate.DenyInvalidAnnotation}
+
+// FuzzProvenPodsPassValidation: the API server skips the validating webhook
+// only for a Pod the webhook would admit. For a Pod graceguard's mutating
+// webhook admitted (and so wrote the budget record of), or one that opted
+// out (whose hooks are all the webhook checks), changed afterwards
+// in any way another webhook could (containers, hooks, grace, annotations;
+// short of deleting one of the Pod's own budget settings, docs/admission.md),
+// every skipped Pod passes Validate. For any Pod at all, the mutating call
+// made or not and the record written by anyone, a skipped Pod breaks none of
+// the checks made on the Pod itself: hooks within the grace, every
+// container treated, at most 32 containers, every graceguard annotation
+// valid. Namespaces: enforce mode, with valid and invalid defaults.
+func FuzzProvenPodsPassValidation(f *testing.F) {
+	vp := validatingMatcher(f, nil, "validate-pods.graceguard.io")
+	for _, seed := range [][]byte{
+		{}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+		[]byte("graceguard proves what it can"), []byte{3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4, 6, 2, 6, 4, 3, 3, 8, 3, 2, 7, 9, 5},
+		[]byte{9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9},
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p := &picker{b: b}
+		ns := optedIn(p.annotations(mutate.AnnotationRoutingDelay, mutate.AnnotationMaxWork))
+		if v := p.of("", "", "enforce", "audit"); v != "" {
+			ns.Labels[mutate.LabelMode] = v
+		}
+		// Namespace settings CEL cannot see: routing profiles, max-work:
+		// auto, meshes.
+		// In a fixed order (not a map's), so the same bytes make the same choices.
+		for _, kv := range []struct {
+			k  string
+			vs []string
+		}{
+			{mutate.AnnotationRoutingProfile, []string{"", "", "ingress-nginx", "aws-alb-ip", "bogus"}},
+			{"linkerd.io/inject", []string{"", "", "", "enabled"}},
+			{"config.alpha.linkerd.io/proxy-wait-before-exit-seconds", []string{"", "", "", "15", "90"}},
+		} {
+			if v := p.of(kv.vs...); v != "" {
+				ns.Annotations[kv.k] = v
+			}
+		}
+		if p.n(6) == 0 {
+			ns.Annotations[mutate.AnnotationMaxWork] = mutate.MaxWorkAuto
+		}
+		if p.n(6) == 0 {
+			ns.Labels[mutate.LabelIstioInjection] = "enabled"
+		}
+		o := opts
+		if p.n(4) == 0 {
+			o.Ceilings = []budget.Ceiling{{Name: "karpenter", Event: "a Karpenter node disruption", Limit: time.Duration(p.secs()+20) * time.Second, Deny: p.n(2) == 0, Flag: "--karpenter-termination-grace-period"}}
+		}
+		var observed *mutate.Observed
+		if p.n(2) == 0 {
+			observed = &mutate.Observed{Report: "web", Work: time.Duration(p.secs()) * time.Second, Enough: p.n(2) == 0, Samples: 5}
+		}
+		pod := p.pod()
+		// The mutating call made (not for opted-out Pods: its
+		// matchCondition) or not (an outage, failurePolicy Ignore).
+		mutated := p.n(4) != 0 && pod.Annotations[mutate.AnnotationInject] != "false"
+		if mutated && admitWith(pod, ns, o, observed) {
+			return // graceguard's mutating webhook refuses it
+		}
+		removed := p.lateChange(pod)
+		if vp.calls(t, pod) {
+			return
+		}
+		v := mutate.Validate(mutate.ForPod(pod), ns, o)
+		var held int
+		for _, f := range v.Violations {
+			if strings.HasPrefix(f.Err.Field, "Namespace[") {
+				// A namespace's setting, which CEL cannot read: the one
+				// among these reasons is a Linkerd wait that outlasts the
+				// grace, the hook Linkerd's injector would make of it. Had
+				// the injector run, its proxy would be in the Pod and the
+				// webhook called; it did not, so no such hook runs
+				// (docs/admission.md).
+				continue
+			}
+			held++
+			if slices.Contains(alwaysHeld, f.Reason) {
+				t.Fatalf("skipped, but the validating webhook refuses it (%s): %v\nPod: %+v", f.Reason, v.Err(), pod)
+			}
+		}
+		optedOut := pod.Annotations[mutate.AnnotationInject] == "false"
+		if (mutated || optedOut) && !removed && v.Denied() && held > 0 {
+			t.Fatalf("graceguard mutated it (or it opted out), the validating webhook was skipped, and it refuses it: %v\nPod: %+v\nnamespace: %+v", v.Err(), pod, ns)
+		}
+	})
+}

@@ -1,0 +1,350 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	admissionregv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/graceguard/graceguard/internal/chart"
+	"github.com/graceguard/graceguard/pkg/mutate"
+	"github.com/graceguard/graceguard/test/bench/fixture"
+)
+
+// The arms of the Pod creation phase: ways the same typical Pods are
+// admitted by the same API server, measured in one run, interleaved.
+const (
+	ArmNone         = "none"
+	ArmNativePolicy = "native-policy"
+	ArmNoopOneCall  = "noop-one-call"
+	ArmNoopChart    = "noop-chart"
+	ArmNoopPatch    = "noop-chart-patch"
+	ArmGraceguard   = "graceguard"
+	ArmTwoCalls     = "graceguard-two-calls"
+	ArmHTTP2        = "graceguard-http2"
+)
+
+// armLabel selects each arm's namespace: every admission configuration of
+// the run matches exactly one arm. graceguard's own configurations (the
+// chart's, as installed) keep their selector and exclude the arms that
+// reuse their registrations (ArmNoopChart, ArmTwoCalls, ArmHTTP2).
+const armLabel = "bench.graceguard.io/arm"
+
+// arm is one way of admitting Pods.
+type arm struct {
+	name string
+	// desc says what is registered, for the report.
+	desc string
+	// optedIn: the namespace carries graceguard.io/inject=enabled (the
+	// graceguard arms: graceguard reads the label itself).
+	optedIn bool
+	// mutates: the stored Pods carry the budget record.
+	mutates bool
+	// webhook is the process the arm calls ("" for none).
+	webhook string
+	// hooks are the webhook names the arm registers, for the API server's
+	// counts of calls and matchCondition skips.
+	hooks []string
+}
+
+// Process names in CPU accounting.
+const (
+	procAPIServer  = "kube-apiserver"
+	procEtcd       = "etcd"
+	procGraceguard = "graceguard"
+	procHTTP2      = "graceguard (HTTP/2)"
+	procNoop       = "no-op webhook"
+	procClient     = "bench client"
+)
+
+// procOrder is the order of processes in reports.
+var procOrder = []string{procAPIServer, procEtcd, procGraceguard, procHTTP2, procNoop, procClient}
+
+func arms() []arm {
+	chartHooks := func(prefix string) []string {
+		return []string{prefix + "mutate-pods.graceguard.io", prefix + "validate-pods.graceguard.io"}
+	}
+	return []arm{
+		{name: ArmNone, desc: "no admission policy or webhook"},
+		{name: ArmNativePolicy, desc: "a native MutatingAdmissionPolicy doing graceguard's injection in CEL (test/bench/policy), no webhook", mutates: true},
+		{name: ArmNoopOneCall, desc: "a no-op webhook (controller-runtime's admission.Webhook, allows, no patch): one mutating call",
+			webhook: procNoop, hooks: []string{"noop-one-call.bench.graceguard.io"}},
+		{name: ArmNoopChart, desc: "the no-op webhook behind graceguard's chart registrations: it writes no record, so validate-pods is called too",
+			optedIn: true, webhook: procNoop, hooks: chartHooks("noop-chart-")},
+		{name: ArmNoopPatch, desc: "the no-op webhook behind graceguard's chart registrations answering every Pod with the patch graceguard makes of the " +
+			"typical Pod (computed once): graceguard's admission path through the API server (the patch applied, the record read by CEL, validate-pods skipped), without graceguard's own work",
+			optedIn: true, mutates: true, webhook: procNoop, hooks: chartHooks("noop-patch-")},
+		{name: ArmGraceguard, desc: "graceguard as its chart registers it", optedIn: true, mutates: true, webhook: procGraceguard,
+			hooks: chartHooks("")},
+		{name: ArmTwoCalls, desc: "graceguard with `webhooks.validatePods.skipProven=false`: validate-pods called for every Pod, as before",
+			optedIn: true, mutates: true, webhook: procGraceguard, hooks: chartHooks("two-calls-")},
+		{name: ArmHTTP2, desc: "graceguard as the chart registers it, served with `--enable-http2` (the API server then calls it over HTTP/2)",
+			optedIn: true, mutates: true, webhook: procHTTP2, hooks: chartHooks("http2-")},
+	}
+}
+
+func armNamespace(a string) string { return "bench-arm-" + a }
+
+// excludeArms keeps graceguard's own configurations off the arms that reuse
+// its registrations: an opted-in namespace of one of those arms would
+// otherwise meet both.
+func excludeArms(w chart.Webhooks, arms ...string) {
+	req := metav1.LabelSelectorRequirement{Key: armLabel, Operator: metav1.LabelSelectorOpNotIn, Values: arms}
+	for _, m := range w.Mutating {
+		for i := range m.Webhooks {
+			m.Webhooks[i].NamespaceSelector.MatchExpressions = append(m.Webhooks[i].NamespaceSelector.MatchExpressions, req)
+		}
+	}
+	for _, v := range w.Validating {
+		for i := range v.Webhooks {
+			v.Webhooks[i].NamespaceSelector.MatchExpressions = append(v.Webhooks[i].NamespaceSelector.MatchExpressions, req)
+		}
+	}
+}
+
+// onlyArm renames a rendered copy of the chart's configurations (prefix on
+// every name), points it at url with the run's CA, and limits it to arm's
+// namespace.
+func onlyArm(w chart.Webhooks, prefix, url string, ca []byte, armName string) {
+	w.PointAt(url)
+	req := metav1.LabelSelectorRequirement{Key: armLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{armName}}
+	fix := func(name *string, cc *admissionregv1.WebhookClientConfig, sel **metav1.LabelSelector) {
+		*name = prefix + *name
+		cc.CABundle = ca
+		if *sel == nil {
+			*sel = &metav1.LabelSelector{}
+		}
+		(*sel).MatchExpressions = append((*sel).MatchExpressions, req)
+	}
+	for _, m := range w.Mutating {
+		m.Name = prefix + m.Name
+		for i := range m.Webhooks {
+			h := &m.Webhooks[i]
+			fix(&h.Name, &h.ClientConfig, &h.NamespaceSelector)
+		}
+	}
+	for _, v := range w.Validating {
+		v.Name = prefix + v.Name
+		for i := range v.Webhooks {
+			h := &v.Webhooks[i]
+			fix(&h.Name, &h.ClientConfig, &h.NamespaceSelector)
+		}
+	}
+}
+
+//go:embed policy/graceguard-in-cel.yaml
+var nativePolicyYAML []byte
+
+// installArms registers what each arm needs beside graceguard's own
+// configurations (installed at start), creates the arms' namespaces, and
+// waits until each arm admits a Pod the way it should.
+func (c *cluster) installArms(ctx context.Context) error {
+	create := func(w chart.Webhooks) error {
+		for _, m := range w.Mutating {
+			if _, err := c.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, m, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("creating %s: %w", m.Name, err)
+			}
+		}
+		for _, v := range w.Validating {
+			if _, err := c.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, v, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("creating %s: %w", v.Name, err)
+			}
+		}
+		return nil
+	}
+	for _, v := range []struct {
+		prefix, url, arm string
+		values           map[string]any
+	}{
+		{"noop-chart-", c.noopURL, ArmNoopChart, nil},
+		{"noop-patch-", c.noopURL, ArmNoopPatch, nil},
+		{"two-calls-", c.webhookURL, ArmTwoCalls, map[string]any{"webhooks": map[string]any{"validatePods": map[string]any{"skipProven": false}}}},
+		{"http2-", c.http2URL, ArmHTTP2, nil},
+	} {
+		w, err := chart.RenderWebhooks("graceguard", releaseNamespace, v.values)
+		if err != nil {
+			return err
+		}
+		onlyArm(w, v.prefix, v.url, c.ca, v.arm)
+		if v.arm == ArmNoopPatch {
+			for _, m := range w.Mutating {
+				for i := range m.Webhooks {
+					u := c.noopURL + fixture.PathPatchTypical
+					m.Webhooks[i].ClientConfig.URL = &u
+				}
+			}
+		}
+		if err := create(w); err != nil {
+			return err
+		}
+	}
+
+	// The one-call no-op: a mutating webhook as a typical one is
+	// registered, as graceguard's is but for its selector.
+	url := c.noopURL + "/mutate-v1-pod"
+	none, ignore, never, equivalent := admissionregv1.SideEffectClassNone, admissionregv1.Ignore, admissionregv1.NeverReinvocationPolicy, admissionregv1.Equivalent
+	scope, timeout := admissionregv1.NamespacedScope, int32(5)
+	one := &admissionregv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench-noop-one-call"},
+		Webhooks: []admissionregv1.MutatingWebhook{{
+			Name:         "noop-one-call.bench.graceguard.io",
+			ClientConfig: admissionregv1.WebhookClientConfig{URL: &url, CABundle: c.ca},
+			Rules: []admissionregv1.RuleWithOperations{{Operations: []admissionregv1.OperationType{admissionregv1.Create},
+				Rule: admissionregv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}, Scope: &scope}}},
+			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{armLabel: ArmNoopOneCall}},
+			MatchPolicy:             &equivalent,
+			SideEffects:             &none,
+			FailurePolicy:           &ignore,
+			ReinvocationPolicy:      &never,
+			TimeoutSeconds:          &timeout,
+			AdmissionReviewVersions: []string{"v1"},
+		}},
+	}
+	if _, err := c.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, one, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating %s: %w", one.Name, err)
+	}
+
+	if err := c.installNativePolicy(ctx); err != nil {
+		return err
+	}
+
+	for _, a := range arms() {
+		labels := map[string]string{armLabel: a.name}
+		if a.optedIn {
+			labels[mutate.LabelInject] = mutate.LabelInjectEnabled
+		}
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: armNamespace(a.name), Labels: labels}}
+		if _, err := c.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	for _, a := range arms() {
+		if err := c.waitArm(ctx, a, 90*time.Second); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// installNativePolicy creates the MutatingAdmissionPolicy and its binding
+// of test/bench/policy.
+func (c *cluster) installNativePolicy(ctx context.Context) error {
+	rd := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(nativePolicyYAML)))
+	for {
+		doc, err := rd.Read()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var meta struct {
+			Kind string `json:"kind"`
+		}
+		if err := yaml.Unmarshal(doc, &meta); err != nil {
+			return err
+		}
+		switch meta.Kind {
+		case "MutatingAdmissionPolicy":
+			p := &admissionregv1.MutatingAdmissionPolicy{}
+			if err := yaml.UnmarshalStrict(doc, p); err != nil {
+				return err
+			}
+			if _, err := c.kube.AdmissionregistrationV1().MutatingAdmissionPolicies().Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("creating the MutatingAdmissionPolicy (admissionregistration.k8s.io/v1, GA in 1.36): %w", err)
+			}
+		case "MutatingAdmissionPolicyBinding":
+			b := &admissionregv1.MutatingAdmissionPolicyBinding{}
+			if err := yaml.UnmarshalStrict(doc, b); err != nil {
+				return err
+			}
+			if _, err := c.kube.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Create(ctx, b, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("creating the MutatingAdmissionPolicyBinding: %w", err)
+			}
+		case "":
+		default:
+			return fmt.Errorf("test/bench/policy: unexpected kind %q", meta.Kind)
+		}
+	}
+}
+
+// benchPod is the typical Pod as a client creates it in ns.
+func benchPod(ns, name string) *corev1.Pod {
+	p := fixture.TypicalPod()
+	p.GenerateName, p.Name, p.Namespace = "", name, ns
+	// The API server records its own.
+	p.ManagedFields = nil
+	return p
+}
+
+// waitArm waits until a Pod created (dry run) in the arm's namespace comes
+// back as the arm makes it: with the budget record, or without.
+func (c *cluster) waitArm(ctx context.Context, a arm, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		got, err := c.kube.CoreV1().Pods(armNamespace(a.name)).Create(ctx, benchPod(armNamespace(a.name), "probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		switch {
+		case err != nil:
+			last = err.Error()
+		case (got.Annotations[mutate.AnnotationBudget] != "") == a.mutates:
+			return nil
+		default:
+			last = fmt.Sprintf("budget record %q", got.Annotations[mutate.AnnotationBudget])
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("arm %s: Pods not admitted as expected within %s (last: %s)", a.name, timeout, last)
+}
+
+// sameAsGraceguard compares the Pods the native policy and graceguard
+// make of the typical Pod (dry runs): hooks, probes, grace, the record.
+func (c *cluster) sameAsGraceguard(ctx context.Context) (string, error) {
+	made := map[string]*corev1.Pod{}
+	for _, a := range []string{ArmGraceguard, ArmNativePolicy} {
+		got, err := c.kube.CoreV1().Pods(armNamespace(a)).Create(ctx, benchPod(armNamespace(a), "compare"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return "", err
+		}
+		made[a] = got
+	}
+	g, n := made[ArmGraceguard], made[ArmNativePolicy]
+	var diffs []string
+	if g.Annotations[mutate.AnnotationBudget] != n.Annotations[mutate.AnnotationBudget] {
+		diffs = append(diffs, fmt.Sprintf("budget %q vs %q", g.Annotations[mutate.AnnotationBudget], n.Annotations[mutate.AnnotationBudget]))
+	}
+	if *g.Spec.TerminationGracePeriodSeconds != *n.Spec.TerminationGracePeriodSeconds {
+		diffs = append(diffs, fmt.Sprintf("grace %d vs %d", *g.Spec.TerminationGracePeriodSeconds, *n.Spec.TerminationGracePeriodSeconds))
+	}
+	for i := range g.Spec.Containers {
+		gc, nc := g.Spec.Containers[i], n.Spec.Containers[i]
+		if !equality.Semantic.DeepEqual(gc.Lifecycle, nc.Lifecycle) {
+			diffs = append(diffs, gc.Name+" lifecycle differs")
+		}
+		if !equality.Semantic.DeepEqual(gc.ReadinessProbe, nc.ReadinessProbe) {
+			diffs = append(diffs, gc.Name+" readinessProbe differs")
+		}
+	}
+	if len(diffs) > 0 {
+		return "differ: " + strings.Join(diffs, "; "), nil
+	}
+	return fmt.Sprintf("the same (%s; a %ds preStop sleep on each of %d containers, a readiness probe on %s)",
+		g.Annotations[mutate.AnnotationBudget], g.Spec.Containers[0].Lifecycle.PreStop.Sleep.Seconds, len(g.Spec.Containers), g.Spec.Containers[0].Name), nil
+}
