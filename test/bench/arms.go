@@ -171,14 +171,14 @@ func (c *cluster) installArms(ctx context.Context) error {
 	}{
 		{"noop-chart-", c.noopURL, ArmNoopChart, nil},
 		{"noop-patch-", c.noopURL, ArmNoopPatch, nil},
-		{"two-calls-", c.webhookURL, ArmTwoCalls, map[string]any{"webhooks": map[string]any{"validatePods": map[string]any{"skipProven": false}}}},
+		{"two-calls-", c.WebhookURL, ArmTwoCalls, map[string]any{"webhooks": map[string]any{"validatePods": map[string]any{"skipProven": false}}}},
 		{"http2-", c.http2URL, ArmHTTP2, nil},
 	} {
 		w, err := chart.RenderWebhooks("graceguard", releaseNamespace, v.values)
 		if err != nil {
 			return err
 		}
-		onlyArm(w, v.prefix, v.url, c.ca, v.arm)
+		onlyArm(w, v.prefix, v.url, c.CA, v.arm)
 		if v.arm == ArmNoopPatch {
 			for _, m := range w.Mutating {
 				for i := range m.Webhooks {
@@ -201,7 +201,7 @@ func (c *cluster) installArms(ctx context.Context) error {
 		ObjectMeta: metav1.ObjectMeta{Name: "bench-noop-one-call"},
 		Webhooks: []admissionregv1.MutatingWebhook{{
 			Name:         "noop-one-call.bench.graceguard.io",
-			ClientConfig: admissionregv1.WebhookClientConfig{URL: &url, CABundle: c.ca},
+			ClientConfig: admissionregv1.WebhookClientConfig{URL: &url, CABundle: c.CA},
 			Rules: []admissionregv1.RuleWithOperations{{Operations: []admissionregv1.OperationType{admissionregv1.Create},
 				Rule: admissionregv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}, Scope: &scope}}},
 			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{armLabel: ArmNoopOneCall}},

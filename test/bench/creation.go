@@ -83,7 +83,7 @@ func rounded(vs []float64) string {
 // matchCondition skips and latencies over the measured rounds.
 func (c *cluster) measureArms(ctx context.Context, as []arm, rounds, perRound, clients int) ([]ArmRun, map[string]admissionCount, error) {
 	procs := children("kube-apiserver", "etcd")
-	for k, v := range map[string]int{procGraceguard: c.webhook.pid(), procHTTP2: c.http2.pid(), procNoop: c.noop.pid(), procClient: os.Getpid()} {
+	for k, v := range map[string]int{procGraceguard: c.Webhook.PID(), procHTTP2: c.http2.PID(), procNoop: c.noop.PID(), procClient: os.Getpid()} {
 		procs[k] = v
 	}
 	// Warm every path (connections, the webhooks' first calls), unmeasured.

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/graceguard/graceguard/internal/testcluster"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 )
 
@@ -20,7 +21,7 @@ import (
 type target struct {
 	name string
 	url  string
-	proc *process
+	proc *testcluster.Process
 	body []byte
 	// wantPatch: a correct answer carries a JSON patch (graceguard
 	// mutates the review's Pod); the baseline answers allowed, unpatched.
@@ -31,7 +32,7 @@ type target struct {
 	client *http.Client
 }
 
-func newTarget(name, url string, proc *process, body, ca []byte, wantPatch bool) (*target, error) {
+func newTarget(name, url string, proc *testcluster.Process, body, ca []byte, wantPatch bool) (*target, error) {
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(ca) {
 		return nil, fmt.Errorf("%s: no CA certificate to trust", name)
@@ -67,7 +68,7 @@ type loadSpec struct {
 func (t *target) run(ctx context.Context, s loadSpec) (LoadRun, error) {
 	// Connections to an earlier process of this server are dead.
 	t.client.CloseIdleConnections()
-	pid := t.proc.pid()
+	pid := t.proc.PID()
 	if s.warmup > 0 {
 		t.attack(ctx, s, s.warmup, nil)
 	}

@@ -26,6 +26,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/graceguard/graceguard/internal/freeport"
+	"github.com/graceguard/graceguard/internal/testcluster"
 	"github.com/graceguard/graceguard/pkg/mutate"
 	"github.com/graceguard/graceguard/test/bench/fixture"
 )
@@ -77,30 +79,30 @@ func (r *Results) observerPhase(ctx context.Context, o Options, c *cluster, webh
 	}
 	ports := make([]int, 3)
 	for i := range ports {
-		if ports[i], err = freePort(); err != nil {
+		if ports[i], err = freeport.Get(); err != nil {
 			return err
 		}
 	}
 	obsMetrics := "http://127.0.0.1:" + strconv.Itoa(ports[0]) + "/metrics"
 	allMetrics := "http://127.0.0.1:" + strconv.Itoa(ports[2]) + "/metrics"
-	obs, err := startProcess("graceguard observer", filepath.Join(dir, "observer.log"), webhookBin, "observe",
+	obs, err := testcluster.StartProcess("graceguard observer", filepath.Join(dir, "observer.log"), webhookBin, "observe",
 		"--kubeconfig="+kubeconfig, "--leader-elect=false", "--flush-interval="+obsFlush.String(),
 		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports[0]), "--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(ports[1]))
 	if err != nil {
 		return err
 	}
-	defer func() { _ = obs.stop() }()
-	all, err := startProcess("all-Pods cache", filepath.Join(dir, "podcache.log"), podcacheBin,
+	defer func() { _ = obs.Stop() }()
+	all, err := testcluster.StartProcess("all-Pods cache", filepath.Join(dir, "podcache.log"), podcacheBin,
 		"--kubeconfig="+kubeconfig, "--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports[2]))
 	if err != nil {
 		return err
 	}
-	defer func() { _ = all.stop() }()
+	defer func() { _ = all.Stop() }()
 
 	step := func(name string, wantObserved, wantAll int) error {
 		s := ObserverStep{Name: name}
 		for _, x := range []struct {
-			p       *process
+			p       *testcluster.Process
 			url     string
 			gauge   string
 			want    int
@@ -110,7 +112,7 @@ func (r *Results) observerPhase(ctx context.Context, o Options, c *cluster, webh
 			var m map[string]float64
 			deadline := time.Now().Add(3 * time.Minute)
 			for {
-				if err := x.p.exited(); err != nil {
+				if err := x.p.Exited(); err != nil {
 					return err
 				}
 				m, err = scrape(ctx, x.url)
@@ -124,7 +126,7 @@ func (r *Results) observerPhase(ctx context.Context, o Options, c *cluster, webh
 			}
 			// Let the informer's list settle into the steady state.
 			time.Sleep(2 * time.Second)
-			mem, err := readMemory(x.p.pid())
+			mem, err := readMemory(x.p.PID())
 			if err != nil {
 				return err
 			}
@@ -159,7 +161,7 @@ func (r *Results) observerPhase(ctx context.Context, o Options, c *cluster, webh
 	}
 
 	logf("observer: deleting treated Pods at %d/s for %s, each replaced", o.ObserverRate, o.ObserverChurn)
-	ch, err := c.churn(ctx, o, live, owners, []*process{obs, all})
+	ch, err := c.churn(ctx, o, live, owners, []*testcluster.Process{obs, all})
 	if err != nil {
 		return err
 	}
@@ -189,7 +191,7 @@ func (r *Results) observerPhase(ctx context.Context, o Options, c *cluster, webh
 
 // userKubeconfig writes a kubeconfig for a user of its own.
 func (c *cluster) userKubeconfig(dir, name string) (string, error) {
-	user, err := c.env.AddUser(envtest.User{Name: name, Groups: []string{"system:masters"}}, nil)
+	user, err := c.Env.AddUser(envtest.User{Name: name, Groups: []string{"system:masters"}}, nil)
 	if err != nil {
 		return "", err
 	}
@@ -320,7 +322,7 @@ func (c *cluster) runningPod(ctx context.Context, ns, name string, i int, owners
 // (every container exited 0, 7 s after the delete), the delete with grace
 // 0; each is replaced by a new treated Pod so the count stays. It measures
 // the CPU time and peak RSS of procs over that time.
-func (c *cluster) churn(ctx context.Context, o Options, live []livePod, owners []rsOwner, procs []*process) (*Churn, error) {
+func (c *cluster) churn(ctx context.Context, o Options, live []livePod, owners []rsOwner, procs []*testcluster.Process) (*Churn, error) {
 	ch := &Churn{TargetRate: o.ObserverRate}
 	queue := make(chan livePod, len(live)+o.ObserverRate*int(o.ObserverChurn.Seconds())+1)
 	for _, p := range live {
@@ -328,8 +330,8 @@ func (c *cluster) churn(ctx context.Context, o Options, live []livePod, owners [
 	}
 	var cpu0 []time.Duration
 	for _, p := range procs {
-		_ = resetPeak(p.pid())
-		t, err := cpuTime(p.pid())
+		_ = resetPeak(p.PID())
+		t, err := cpuTime(p.PID())
 		if err != nil {
 			return nil, err
 		}
@@ -399,11 +401,11 @@ func (c *cluster) churn(ctx context.Context, o Options, live []livePod, owners [
 		ch.ErrorSample = sample.Error()
 	}
 	for i, p := range procs {
-		t, err := cpuTime(p.pid())
+		t, err := cpuTime(p.PID())
 		if err != nil {
 			return nil, err
 		}
-		mem, err := readMemory(p.pid())
+		mem, err := readMemory(p.PID())
 		if err != nil {
 			return nil, err
 		}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/graceguard/graceguard/internal/testcluster"
 	"github.com/graceguard/graceguard/pkg/webhook"
 	"github.com/graceguard/graceguard/test/bench/fixture"
 )
@@ -175,23 +176,23 @@ func (r *Results) cluster(ctx context.Context, o Options, logf func(string, ...a
 		return fmt.Errorf("starting the cluster: %w", err)
 	}
 	defer func() {
-		if serr := c.stop(); serr != nil {
+		if serr := c.Stop(); serr != nil {
 			r.problem("stopping: %v", serr)
 		}
 	}()
-	r.Machine.KubeAPIServer = c.version
-	logf("kube-apiserver %s, graceguard pid %d, baseline pid %d", c.version, c.webhook.pid(), c.noop.pid())
+	r.Machine.KubeAPIServer = c.Version
+	logf("kube-apiserver %s, graceguard pid %d, baseline pid %d", c.Version, c.Webhook.PID(), c.noop.PID())
 
 	if r.ManagedFields, err = c.checkManagedFields(ctx); err != nil {
 		r.problem("comparing managedFields with the API server's: %v", err)
 	}
 
 	body := fixture.Review(fixture.TypicalPod())
-	gg, err := newTarget(ServerGraceguard, c.webhookURL+webhook.PathMutatePod, c.webhook, body, c.ca, true)
+	gg, err := newTarget(ServerGraceguard, c.WebhookURL+webhook.PathMutatePod, c.Webhook, body, c.CA, true)
 	if err != nil {
 		return err
 	}
-	base, err := newTarget(ServerBaseline, c.noopURL+webhook.PathMutatePod, c.noop, body, c.ca, false)
+	base, err := newTarget(ServerBaseline, c.noopURL+webhook.PathMutatePod, c.noop, body, c.CA, false)
 	if err != nil {
 		return err
 	}
@@ -223,8 +224,8 @@ func (r *Results) cluster(ctx context.Context, o Options, logf func(string, ...a
 					t.name, rateName(s.rate, s.workers), lr.Throughput, lr.Latency.P50, lr.Latency.P99, lr.Latency.P999, lr.Errors,
 					lr.Cores, lr.CPUPerRequestUs, lr.PeakRSSMiB)
 				r.Load = append(r.Load, lr)
-				for _, p := range []*process{c.webhook, c.noop} {
-					if err := p.exited(); err != nil {
+				for _, p := range []*testcluster.Process{c.Webhook, c.noop} {
+					if err := p.Exited(); err != nil {
 						return err
 					}
 				}
@@ -319,7 +320,7 @@ func (r *Results) namespaces(ctx context.Context, o Options, c *cluster, gg *tar
 		r.Namespaces = append(r.Namespaces, at)
 		logf("%5d namespaces: lookup %.0f ns/op %d allocs/op; webhook at %d req/s p50 %.2f ms p99 %.2f ms, %.0f µs CPU/req, RSS %.1f MiB (peak %.1f)",
 			n, at.LookupNsPerOp, at.LookupAllocsPerOp, o.NamespaceRate, lr.Latency.P50, lr.Latency.P99, lr.CPUPerRequestUs, lr.RSSMiB, lr.PeakRSSMiB)
-		if err := c.webhook.exited(); err != nil {
+		if err := c.Webhook.Exited(); err != nil {
 			return err
 		}
 	}
