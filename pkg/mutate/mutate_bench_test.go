@@ -10,8 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/graceguard/graceguard/internal/fixture"
 	"github.com/graceguard/graceguard/pkg/mutate"
-	"github.com/graceguard/graceguard/test/bench/fixture"
 )
 
 // The pure engine's cost, without HTTP or JSON: make bench runs these and

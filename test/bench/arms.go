@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/graceguard/graceguard/internal/chart"
+	"github.com/graceguard/graceguard/internal/fixture"
 	"github.com/graceguard/graceguard/pkg/mutate"
-	"github.com/graceguard/graceguard/test/bench/fixture"
 )
 
 // The arms of the Pod creation phase: ways the same typical Pods are

@@ -21,11 +21,11 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/graceguard/graceguard/internal/chart"
+	"github.com/graceguard/graceguard/internal/fixture"
 	"github.com/graceguard/graceguard/internal/freeport"
 	"github.com/graceguard/graceguard/internal/testcluster"
 	"github.com/graceguard/graceguard/pkg/mutate"
 	"github.com/graceguard/graceguard/pkg/webhook"
-	"github.com/graceguard/graceguard/test/bench/fixture"
 )
 
 // releaseNamespace is graceguard's own namespace in the rendered chart.

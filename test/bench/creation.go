@@ -18,8 +18,8 @@ import (
 	"github.com/prometheus/common/model"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/graceguard/graceguard/internal/fixture"
 	"github.com/graceguard/graceguard/pkg/mutate"
-	"github.com/graceguard/graceguard/test/bench/fixture"
 )
 
 // nsCreateWithout is a namespace no webhook selects, for the managedFields

@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
+	"github.com/graceguard/graceguard/internal/fixture"
 	"github.com/graceguard/graceguard/pkg/webhook"
-	"github.com/graceguard/graceguard/test/bench/fixture"
 )
 
 // namespaceCache is a namespace-metadata informer cache over the API server

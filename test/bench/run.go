@@ -14,9 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/graceguard/graceguard/internal/fixture"
 	"github.com/graceguard/graceguard/internal/testcluster"
 	"github.com/graceguard/graceguard/pkg/webhook"
-	"github.com/graceguard/graceguard/test/bench/fixture"
 )
 
 // Options configure a run; cmd/bench binds them to flags.

@@ -21,8 +21,8 @@ import (
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/graceguard/graceguard/internal/fixture"
 	"github.com/graceguard/graceguard/pkg/webhook"
-	"github.com/graceguard/graceguard/test/bench/fixture"
 )
 
 func main() {
