@@ -30,10 +30,18 @@ fmt: ## Format the code.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: vet
-vet: chart-docs-check generate-check ## Check formatting, go vet, and that the chart README, the CRD and the deep-copy code are generated.
+vet: chart-docs-check generate-check ## Check formatting, go vet, nothing unreachable in pkg/ and cmd/ (deadcode), and that the chart README, the CRD and the deep-copy code are generated.
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	cd hack/cert-manager && GOWORK=off $(GO) vet ./...
+	$(MAKE) --no-print-directory deadcode
+
+DEADCODE_VERSION ?= v0.41.0
+.PHONY: deadcode
+deadcode: ## Fail if anything in pkg/ or cmd/ is unreachable from the programs (cmd/, hack/, test/bench): test seams belong in export_test.go.
+	@out=$$($(GO) run golang.org/x/tools/cmd/deadcode@$(DEADCODE_VERSION) ./...) || exit 1; \
+	dead=$$(printf '%s\n' "$$out" | grep -E '^(pkg|cmd)/' || true); \
+	if [ -n "$$dead" ]; then echo "unreachable in pkg/ or cmd/ (delete it, or move a test seam to export_test.go):"; echo "$$dead"; exit 1; fi
 
 .PHONY: golden
 golden: ## Regenerate golden files and generated docs after an intended change (review the diff!).

@@ -1,7 +1,6 @@
 package mutate
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -86,8 +85,4 @@ func TestResolveLayersPodOverNamespaceOverCluster(t *testing.T) {
 	if s.PreStop != PreStopExec {
 		t.Errorf("prestop = %s, want the namespace's exec", s.PreStop)
 	}
-}
-
-func contains(s, sub string) bool {
-	return strings.Contains(s, sub)
 }
