@@ -1,12 +1,8 @@
 package envtest_test
 
 import (
-	"crypto/tls"
 	"encoding/json"
-	"errors"
-	"net"
 	"net/http"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -85,43 +81,11 @@ func roundTwo(c corev1.Container) *standIn {
 	}}
 }
 
-// registerStandIn serves s with the envtest webhook certificate and
-// registers it, for Pods labelled label=yes, in a configuration of its own
-// named name: webhooks are called in the order of their configurations'
-// names, so "zz-..." comes after graceguard's.
+// registerStandIn serves s and registers it, for Pods labelled label=yes,
+// in a configuration of its own named name (after graceguard's).
 func registerStandIn(ctx SpecContext, name, label string, reinvocation admissionregv1.ReinvocationPolicyType, s *standIn) {
 	GinkgoHelper()
-	dir := cp.Env.WebhookInstallOptions.LocalServingCertDir
-	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
-	Expect(err).NotTo(HaveOccurred())
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
-	Expect(err).NotTo(HaveOccurred())
-	srv := &http.Server{Handler: s}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			GinkgoWriter.Println(name, err)
-		}
-	}()
-	DeferCleanup(func() { _ = srv.Close() })
-	url := "https://" + ln.Addr().(*net.TCPAddr).String() + "/"
-	none, fail := admissionregv1.SideEffectClassNone, admissionregv1.Fail
-	cfg := &admissionregv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Webhooks: []admissionregv1.MutatingWebhook{{
-			Name:                    name + ".test.graceguard.io",
-			ClientConfig:            admissionregv1.WebhookClientConfig{URL: &url, CABundle: cp.CA},
-			Rules:                   []admissionregv1.RuleWithOperations{{Operations: []admissionregv1.OperationType{admissionregv1.Create}, Rule: admissionregv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}},
-			ObjectSelector:          &metav1.LabelSelector{MatchLabels: map[string]string{label: "yes"}},
-			SideEffects:             &none,
-			ReinvocationPolicy:      &reinvocation,
-			FailurePolicy:           &fail,
-			AdmissionReviewVersions: []string{"v1"},
-		}},
-	}
-	api := kube.AdmissionregistrationV1().MutatingWebhookConfigurations()
-	_, err = api.Create(ctx, cfg, metav1.CreateOptions{})
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(func(ctx SpecContext) { _ = api.Delete(ctx, name, metav1.DeleteOptions{}) })
+	serveTestMutator(ctx, name, name, "/", label, reinvocation, s)
 }
 
 // admissionCounts are the API server's own counts of what it did with

@@ -51,20 +51,30 @@ func (l *lateSidecar) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // registers it for Pods labelled with label=yes.
 func startLateSidecar(ctx SpecContext, name, label string, l *lateSidecar) {
 	GinkgoHelper()
-	base, stop, err := cp.ServeTLS(l)
+	serveTestMutator(ctx, name, "late-sidecar", "/add", label, admissionregv1.NeverReinvocationPolicy, l)
+}
+
+// serveTestMutator serves h with the envtest webhook certificate and
+// registers it (webhook hook.test.graceguard.io, at path) as a mutating
+// webhook for Pod creations labelled label=yes, in a configuration of its
+// own named name: webhooks are called in the order of their
+// configurations' names, so "zz-..." comes after graceguard's.
+func serveTestMutator(ctx SpecContext, name, hook, path, label string, reinvocation admissionregv1.ReinvocationPolicyType, h http.Handler) {
+	GinkgoHelper()
+	base, stop, err := cp.ServeTLS(h)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(stop)
-	url := base + "/add"
-	none, never, fail := admissionregv1.SideEffectClassNone, admissionregv1.NeverReinvocationPolicy, admissionregv1.Fail
+	url := base + path
+	none, fail := admissionregv1.SideEffectClassNone, admissionregv1.Fail
 	cfg := &admissionregv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Webhooks: []admissionregv1.MutatingWebhook{{
-			Name:                    "late-sidecar.test.graceguard.io",
+			Name:                    hook + ".test.graceguard.io",
 			ClientConfig:            admissionregv1.WebhookClientConfig{URL: &url, CABundle: cp.CA},
 			Rules:                   []admissionregv1.RuleWithOperations{{Operations: []admissionregv1.OperationType{admissionregv1.Create}, Rule: admissionregv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}},
 			ObjectSelector:          &metav1.LabelSelector{MatchLabels: map[string]string{label: "yes"}},
 			SideEffects:             &none,
-			ReinvocationPolicy:      &never,
+			ReinvocationPolicy:      &reinvocation,
 			FailurePolicy:           &fail,
 			AdmissionReviewVersions: []string{"v1"},
 		}},
