@@ -32,6 +32,8 @@ const (
 	ArmNoopOneCall  = "noop-one-call"
 	ArmNoopChart    = "noop-chart"
 	ArmNoopPatch    = "noop-chart-patch"
+	ArmNoopRecord   = "noop-one-call-record"
+	ArmNoopOnePatch = "noop-one-call-patch"
 	ArmGraceguard   = "graceguard"
 	ArmTwoCalls     = "graceguard-two-calls"
 	ArmHTTP2        = "graceguard-http2"
@@ -82,6 +84,12 @@ func arms() []arm {
 		{name: ArmNativePolicy, desc: "a native MutatingAdmissionPolicy doing graceguard's injection in CEL (test/bench/policy), no webhook", mutates: true},
 		{name: ArmNoopOneCall, desc: "a no-op webhook (controller-runtime's admission.Webhook, allows, no patch): one mutating call",
 			webhook: procNoop, hooks: []string{"noop-one-call.bench.graceguard.io"}},
+		{name: ArmNoopRecord, desc: "the one-call no-op registration answering every Pod with the smallest mutation: one patch operation adding graceguard's " +
+			"budget record, nothing else (the API server's cost of any mutation, beside the cost of graceguard's larger patch)",
+			mutates: true, webhook: procNoop, hooks: []string{"noop-one-call-record.bench.graceguard.io"}},
+		{name: ArmNoopOnePatch, desc: "the one-call no-op registration answering every Pod with graceguard's patch of the typical Pod: the cost of the patch's size, " +
+			"beside the record alone, without graceguard's registrations (their matchConditions, reinvocation)",
+			mutates: true, webhook: procNoop, hooks: []string{"noop-one-call-patch.bench.graceguard.io"}},
 		{name: ArmNoopChart, desc: "the no-op webhook behind graceguard's chart registrations: it writes no record, so validate-pods is called too",
 			optedIn: true, webhook: procNoop, hooks: chartHooks("noop-chart-")},
 		{name: ArmNoopPatch, desc: "the no-op webhook behind graceguard's chart registrations answering every Pod with the patch graceguard makes of the " +
@@ -215,6 +223,19 @@ func (c *cluster) installArms(ctx context.Context) error {
 	}
 	if _, err := c.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, one, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating %s: %w", one.Name, err)
+	}
+	// The same registration answering with one operation, and with
+	// graceguard's whole patch.
+	for armName, path := range map[string]string{ArmNoopRecord: fixture.PathRecordOnly, ArmNoopOnePatch: fixture.PathPatchTypical} {
+		w := one.DeepCopy()
+		u := c.noopURL + path
+		w.Name = "bench-" + armName
+		w.Webhooks[0].Name = armName + ".bench.graceguard.io"
+		w.Webhooks[0].ClientConfig.URL = &u
+		w.Webhooks[0].NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{armLabel: armName}}
+		if _, err := c.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, w, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating %s: %w", w.Name, err)
+		}
 	}
 
 	if err := c.installNativePolicy(ctx); err != nil {

@@ -182,3 +182,27 @@ func TestCreationArmsRender(t *testing.T) {
 		t.Errorf("the arms SVG has %d bars, want 5", n)
 	}
 }
+
+// The why of a missed creation goal walks from the one-call no-op to
+// graceguard through the arms that were run, with each step's change in
+// throughput as measured.
+func TestPatchStepsFollowTheArms(t *testing.T) {
+	run := func(name string, pps float64) ArmRun { return ArmRun{Arm: name, PodsPerSec: pps} }
+	c := &Creation{Arms: []ArmRun{run(ArmNone, 900), run(ArmNoopOneCall, 680), run(ArmNoopRecord, 610), run(ArmNoopOnePatch, 570),
+		run(ArmNoopPatch, 530), run(ArmGraceguard, 547)}}
+	got := patchSteps(c)
+	for _, want := range []string{"the one-call no-op 680 Pods/s", "(noop-one-call-record) 610 Pods/s", "(-70 Pods/s)", "(noop-one-call-patch) 570 Pods/s",
+		"(-40 Pods/s)", "(noop-chart-patch) 530 Pods/s", "graceguard computing the patch itself 547 Pods/s", "(+17 Pods/s)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("steps %q do not say %q", got, want)
+		}
+	}
+	c.Arms = []ArmRun{run(ArmNoopOneCall, 680), run(ArmNoopPatch, 530), run(ArmGraceguard, 547)}
+	if got := patchSteps(c); strings.Contains(got, ArmNoopRecord) || !strings.Contains(got, "(-150 Pods/s)") {
+		t.Errorf("with the record and one-call patch arms not run, steps %q should skip them and compare the arms run", got)
+	}
+	c.Arms = []ArmRun{run(ArmNoopOneCall, 680), run(ArmGraceguard, 547)}
+	if got := patchSteps(c); got != "" {
+		t.Errorf("two arms make no steps, got %q", got)
+	}
+}

@@ -295,6 +295,9 @@ func creationTargets(r *Results) []Target {
 				ArmNoopPatch, ratio(patched.PodsPerSec, base.PodsPerSec), base.Arm, cpu(patched), ratio(g.PodsPerSec, patched.PodsPerSec),
 				num(g.CPUMsPerPod[procGraceguard]), num(patched.CPUMsPerPod[procNoop]))
 		}
+		if steps := patchSteps(c); steps != "" {
+			why += " " + steps
+		}
 		t.Why = why
 	}
 	known := okG && okNoop
@@ -401,4 +404,36 @@ func unitName(dim string) string {
 		return "env var"
 	}
 	return "container"
+}
+
+// patchSteps walks from the one-call no-op to graceguard one difference
+// at a time, each a measured arm of the same run: a mutation at all (one
+// operation), the size of graceguard's patch, graceguard's registrations,
+// graceguard computing the patch itself. Arms not run are left out.
+func patchSteps(c *Creation) string {
+	steps := []struct{ arm, what string }{
+		{ArmNoopOneCall, "the one-call no-op"},
+		{ArmNoopRecord, "answering with one operation, the record (" + ArmNoopRecord + ")"},
+		{ArmNoopOnePatch, "with graceguard's whole patch (" + ArmNoopOnePatch + ")"},
+		{ArmNoopPatch, "behind graceguard's registrations, their matchConditions and reinvocation (" + ArmNoopPatch + ")"},
+		{ArmGraceguard, "graceguard computing the patch itself"},
+	}
+	var parts []string
+	var prev ArmRun
+	for _, st := range steps {
+		a, ok := c.arm(st.arm)
+		if !ok {
+			continue
+		}
+		part := fmt.Sprintf("%s %s Pods/s, %s ms of CPU per Pod in all", st.what, num(a.PodsPerSec), num(a.cpuTotal()))
+		if len(parts) > 0 {
+			part += fmt.Sprintf(" (%+.0f Pods/s)", a.PodsPerSec-prev.PodsPerSec)
+		}
+		parts = append(parts, part)
+		prev = a
+	}
+	if len(parts) < 3 {
+		return ""
+	}
+	return "From the one-call no-op to graceguard, one difference at a time: " + strings.Join(parts, "; ") + "."
 }

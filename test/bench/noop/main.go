@@ -60,5 +60,7 @@ func run(ctx context.Context, log logr.Logger, host string, port int, certDir st
 	}
 	// graceguard's patch of the typical Pod, for every review.
 	srv.Register(fixture.PathPatchTypical, serve(fixture.PatchTypical()))
+	// The smallest mutation: one operation adding graceguard's record.
+	srv.Register(fixture.PathRecordOnly, serve(fixture.RecordOnly()))
 	return srv.Start(ctx)
 }
