@@ -56,6 +56,10 @@ const (
 	envIstioMinDrain    = "MINIMUM_DRAIN_DURATION"
 )
 
+// IstioExitEnv are the environment variables of istio-proxy graceguard
+// reads: the webhook's decoder keeps only these of a container's env.
+var IstioExitEnv = []string{envIstioProxyConfig, envIstioExitOnZero, envIstioMinDrain}
+
 // Linkerd's keys graceguard reads; it writes the wait annotation.
 const (
 	// AnnotationLinkerdInject on a Pod or Namespace: "enabled",
@@ -116,10 +120,10 @@ type istioProxyConfig struct {
 // on that do not parse are findings (invalid-mesh-setting): the mesh would
 // ignore or refuse them, and the person should know. Keys of a mesh the
 // Pod is not in are not read.
-func readMesh(t Target, ns Namespace, p paths) (meshSettings, []Finding) {
+func readMesh(t Target, ann map[string]string, ns Namespace, p paths) (meshSettings, []Finding) {
 	var m meshSettings
 	var bad []Finding
-	ann, labels := t.Meta.Annotations, t.Meta.Labels
+	labels := t.Meta.Labels
 	proxy, hasProxy := findProxy(t)
 
 	// Istio: the Pod's label (or annotation) decides, then the namespace's.
@@ -141,7 +145,7 @@ func readMesh(t Target, ns Namespace, p paths) (meshSettings, []Finding) {
 		if v, ok := ann[AnnotationIstioProxyConfig]; ok {
 			cfg, err := parseIstioProxyConfig(v)
 			if err != nil {
-				bad = append(bad, Finding{DenyInvalidMeshSetting, field.Invalid(p.pod.Key(AnnotationIstioProxyConfig), v, err.Error())})
+				bad = append(bad, Finding{DenyInvalidMeshSetting, field.Invalid(p.pod.Key(AnnotationIstioProxyConfig), clip(v), err.Error())})
 			}
 			cfg.fromWhere = AnnotationIstioProxyConfig
 			m.istioConfig = cfg
@@ -177,7 +181,7 @@ func readMesh(t Target, ns Namespace, p paths) (meshSettings, []Finding) {
 		}
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			bad = append(bad, Finding{r, field.Invalid(path, v, "must be true or false")})
+			bad = append(bad, Finding{r, field.Invalid(path, clip(v), "must be true or false")})
 		}
 		m.linkerdNative = b
 		break
@@ -185,7 +189,7 @@ func readMesh(t Target, ns Namespace, p paths) (meshSettings, []Finding) {
 	if v, path, r, ok := read(AnnotationLinkerdWaitBeforeExit); ok {
 		n, err := strconv.ParseUint(v, 10, 31)
 		if err != nil {
-			bad = append(bad, Finding{r, field.Invalid(path, v, "must be whole seconds (e.g. 30), as Linkerd reads it; Linkerd ignores other values and the proxy would not wait")})
+			bad = append(bad, Finding{r, field.Invalid(path, clip(v), "must be whole seconds (e.g. 30), as Linkerd reads it; Linkerd ignores other values and the proxy would not wait")})
 		} else {
 			w := int64(n)
 			m.linkerdWait, m.linkerdWaitPath = &w, path
@@ -194,7 +198,7 @@ func readMesh(t Target, ns Namespace, p paths) (meshSettings, []Finding) {
 	if v, path, r, ok := read(AnnotationLinkerdShutdownGrace); ok {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
-			bad = append(bad, Finding{r, field.Invalid(path, v, "must be a Go duration (e.g. 30s), as Linkerd reads it; Linkerd ignores other values")})
+			bad = append(bad, Finding{r, field.Invalid(path, clip(v), "must be a Go duration (e.g. 30s), as Linkerd reads it; Linkerd ignores other values")})
 		} else {
 			m.linkerdShutdown = &d
 		}

@@ -64,7 +64,7 @@ func begin(t Target, ns Namespace, opts Options, stage Stage) (*Report, Settings
 	p := newPaths(t.MetaPath, ns.Name)
 	s, bad := settingsFor(t, ns, opts, p)
 	r.Mode = s.Mode
-	return r, s, bad, p
+	return r, s, append(unreadFindings(t), bad...), p
 }
 
 // skip says why a target is left alone entirely, or "".
@@ -244,8 +244,9 @@ const MaxTreatedContainers = 32
 func selectTargets(t Target, s Settings, p paths) ([]container, []Finding) {
 	if s.Containers == nil {
 		// Counted before anything is built for them: a Pod of 10,000
-		// containers costs one finding.
-		if n := len(t.Spec.Containers); n > MaxTreatedContainers {
+		// containers costs one finding (the reader's, when it did not read
+		// them all: it says how many there are).
+		if n := len(t.Spec.Containers); n > MaxTreatedContainers && !t.unread(t.SpecPath.Child("containers")) {
 			return nil, []Finding{{DenyTooManyContainers, &field.Error{Type: field.ErrorTypeTooMany,
 				Field: t.SpecPath.Child("containers").String(), BadValue: int64(n),
 				Detail: fmt.Sprintf("graceguard treats at most %d containers of a Pod; name the ones that serve traffic in %s, or opt the Pod out with %s: \"false\"",

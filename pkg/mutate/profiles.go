@@ -46,10 +46,15 @@ func (o Options) profiles() []budget.Profile {
 // annotations (resolve), the routing profile, and the Pod's mesh. Every
 // value that does not parse is a finding; nothing is ignored.
 func settingsFor(t Target, ns Namespace, opts Options, p paths) (Settings, []Finding) {
-	s, bad := resolve(t.Meta.Annotations, ns, opts, p)
-	bad = append(bad, applyProfile(&s, t.Meta.Annotations, ns, opts, p)...)
+	// A value longer than its key's bound is a finding and read by none of
+	// them.
+	podAnn, bad := withoutOversized(t.Meta.Annotations, PodAnnotation, p.pod, DenyInvalidAnnotation, nil)
+	ns.Annotations, bad = withoutOversized(ns.Annotations, NamespaceAnnotation, p.ns, DenyInvalidNamespace, bad)
+	s, rbad := resolve(podAnn, ns, opts, p)
+	bad = append(bad, rbad...)
+	bad = append(bad, applyProfile(&s, podAnn, ns, opts, p)...)
 	var mbad []Finding
-	s.mesh, mbad = readMesh(t, ns, p)
+	s.mesh, mbad = readMesh(t, podAnn, ns, p)
 	return s, append(bad, mbad...)
 }
 
@@ -64,7 +69,7 @@ func applyProfile(s *Settings, podAnn map[string]string, ns Namespace, opts Opti
 	lookup := func(v string, path *field.Path, r Reason) (budget.Profile, bool) {
 		pr, ok := budget.FindProfile(table, v)
 		if !ok {
-			bad = append(bad, Finding{r, field.NotSupported(path, v, names)})
+			bad = append(bad, Finding{r, field.NotSupported(path, clip(v), names)})
 		}
 		return pr, ok
 	}

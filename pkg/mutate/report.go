@@ -65,6 +65,7 @@ const (
 	DenyInvalidMeshSetting Reason = "invalid-mesh-setting"
 	DenyOverCeiling        Reason = "budget-over-platform-ceiling"
 	DenyTooManyContainers  Reason = "too-many-containers"
+	DenyTooLarge           Reason = "object-too-large"
 )
 
 // ReasonOK is Report.Reason for a report with nothing to say: not a
@@ -77,7 +78,7 @@ var AllReasons = []Reason{
 	ChangePreStop, ChangeGrace, ChangeReadiness, ChangeLiveness, ChangeBudget, ChangeTreated, ChangeProxyWait, ChangeMeshAnnotation,
 	WarnShellForm, WarnLivenessIsReadiness, WarnNoReadiness, WarnHookUnknownLength, WarnNoProbePort, WarnWouldChange, WarnAutoWork,
 	WarnMeshProbes, WarnOverCeiling,
-	DenyHookExceedsGrace, DenyBudgetExceedsGrace, DenyBudgetOverCap, DenyInvalidAnnotation, DenyInvalidNamespace, DenyNotMutated, DenyTooManyContainers,
+	DenyHookExceedsGrace, DenyBudgetExceedsGrace, DenyBudgetOverCap, DenyInvalidAnnotation, DenyInvalidNamespace, DenyNotMutated, DenyTooManyContainers, DenyTooLarge,
 	DenyProxyExitsEarly, DenyInvalidMeshSetting, DenyOverCeiling,
 }
 
@@ -136,12 +137,57 @@ const (
 )
 
 // clip shortens a user-supplied value for a message, saying how long it
-// really was: "app,proxy,side... (8700 bytes)".
+// really was: "app,proxy,side... (8700 bytes)". A value the webhook's
+// decoder clipped (Clipped) says the length of the value it stands for.
 func clip(v string) string {
-	if len(v) <= MaxValueLength {
+	n, clipped := ValueLength(v)
+	if !clipped && n <= MaxValueLength {
 		return v
 	}
-	return shortenTo(v, MaxValueLength) + " (" + strconv.Itoa(len(v)) + " bytes)"
+	if clipped {
+		v = v[:strings.LastIndex(v, clipMark)]
+	}
+	return strings.TrimSuffix(shortenTo(v, MaxValueLength), "...") + "... (" + strconv.Itoa(n) + " bytes)"
+}
+
+// clipMark starts the end of a clipped value or list.
+const clipMark = "\u2026["
+
+// Clipped is how a value longer than graceguard reads is kept by the
+// webhook's decoder, which never materializes the rest: its first bytes,
+// then its length and a hash of its JSON, "/readyz…[300 bytes #9f3a]". Two
+// clipped values are equal only if their values are (up to the hash), a
+// clipped value never parses as a duration, number or name, and a message
+// can still say how long it was (clip).
+func Clipped(prefix string, length int, sum uint64) string {
+	return prefix + clipMark + strconv.Itoa(length) + " bytes #" + strconv.FormatUint(sum, 16) + "]"
+}
+
+// ClippedList is the last element of a list of which the decoder keeps
+// only the first elements: how many more there were and a hash of them, so
+// that such a list never reads as a shorter one (a `sleep 1 1 1 ...` of
+// unknown length, not of the kept arguments' sum) and two are equal only
+// if the lists are.
+func ClippedList(more int, sum uint64) string {
+	return clipMark + strconv.Itoa(more) + " more #" + strconv.FormatUint(sum, 16) + "]"
+}
+
+// ValueLength is the length of the value v stands for: its own, or, for a
+// Clipped value, the length of the value it was clipped from (clipped true).
+func ValueLength(v string) (n int, clipped bool) {
+	i := strings.LastIndex(v, clipMark)
+	if i < 0 || !strings.HasSuffix(v, "]") {
+		return len(v), false
+	}
+	num, rest, ok := strings.Cut(v[i+len(clipMark):], " bytes #")
+	if !ok || strings.ContainsAny(rest[:len(rest)-1], " ]") {
+		return len(v), false
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil || n < 0 {
+		return len(v), false
+	}
+	return n, true
 }
 
 func shortenTo(s string, n int) string {
@@ -341,7 +387,7 @@ func (r *Report) Err() error {
 	n := min(len(r.Violations), MaxListedViolations)
 	errs := make(field.ErrorList, n, n+1)
 	for i, v := range r.Violations[:n] {
-		errs[i] = v.Err
+		errs[i] = bounded(v.Err)
 	}
 	if more := r.ViolationCount() - n; more > 0 {
 		// apimachinery joins the causes into the message with string
@@ -358,6 +404,29 @@ func (r *Report) Err() error {
 		name = "(generated)"
 	}
 	return apierrors.NewInvalid(gk, name, errs)
+}
+
+// Bounds on each violation of a denial, whatever built it: a value quoted
+// from the object is clipped (clip), and a message that quotes what a
+// parser said of it is cut. With MaxListedViolations, they bound every
+// denial's size by construction.
+const (
+	MaxDetailLength = 512
+	maxFieldLength  = 320
+)
+
+// maxClippedLength is the longest value clip returns.
+const maxClippedLength = MaxValueLength + len(" (18446744073709551615 bytes)")
+
+func bounded(e *field.Error) *field.Error {
+	c := *e
+	if v, ok := c.BadValue.(string); ok && len(v) > maxClippedLength {
+		// Not quoted through clip where it was found.
+		c.BadValue = clip(v)
+	}
+	c.Detail = shortenTo(c.Detail, MaxDetailLength)
+	c.Field = shortenTo(c.Field, maxFieldLength)
+	return &c
 }
 
 // Reason is the single most relevant reason code: the first violation, else

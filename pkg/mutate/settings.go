@@ -207,8 +207,6 @@ func resolve(podAnn map[string]string, ns Namespace, opts Options, p paths) (Set
 	if s.Mode == "" {
 		s.Mode = ModeEnforce
 	}
-	podAnn, bad = withoutOversized(podAnn, p.pod, DenyInvalidAnnotation, bad)
-	ns.Annotations, bad = withoutOversized(ns.Annotations, p.ns, DenyInvalidNamespace, bad)
 	if v, ok := ns.Labels[LabelMode]; ok {
 		m, err := ParseMode(v)
 		if err != nil {
@@ -359,29 +357,30 @@ func parseDuration(v string, path *field.Path, r Reason) (time.Duration, *Findin
 // megabyte of annotation would reach the parsers.
 const MaxAnnotationValueLength = 4096
 
-// readKeys are the annotations graceguard reads.
-var readKeys = []string{
-	AnnotationRoutingDelay, AnnotationMaxWork, AnnotationCleanup, AnnotationSafetyMargin, AnnotationPreStop,
-	AnnotationContainers, AnnotationReadinessPath, AnnotationLivenessPath, AnnotationProbePort, AnnotationInject,
-}
-
-// withoutOversized reports each annotation graceguard reads that is longer
-// than MaxAnnotationValueLength and returns ann without them (a copy, only
-// when there are any), so nothing is parsed from them. A finding always
-// stops mutation and denies, so leaving them out never admits them.
-func withoutOversized(ann map[string]string, path *field.Path, r Reason, bad []Finding) (map[string]string, []Finding) {
+// withoutOversized reports each annotation graceguard reads in where
+// (Keys: its own and the meshes') that is longer than its key's
+// MaxLength, and returns ann without them (a copy, only when there are
+// any), so nothing is parsed from them. A finding always stops mutation
+// and denies, so leaving them out never admits them.
+func withoutOversized(ann map[string]string, where Where, path *field.Path, r Reason, bad []Finding) (map[string]string, []Finding) {
 	var out map[string]string
-	for _, k := range readKeys {
-		v, ok := ann[k]
-		if !ok || len(v) <= MaxAnnotationValueLength {
+	for _, k := range Keys {
+		if k.Where&where == 0 {
 			continue
 		}
-		bad = append(bad, Finding{r, field.Invalid(path.Key(k), clip(v),
-			fmt.Sprintf("longer than %d bytes, the most graceguard reads from an annotation", MaxAnnotationValueLength))})
+		v, ok := ann[k.Name]
+		if !ok {
+			continue
+		}
+		if n, _ := ValueLength(v); n <= k.MaxLength {
+			continue
+		}
+		bad = append(bad, Finding{r, field.Invalid(path.Key(k.Name), clip(v),
+			fmt.Sprintf("longer than %d bytes, the most graceguard reads from this annotation", k.MaxLength))})
 		if out == nil {
 			out = maps.Clone(ann)
 		}
-		delete(out, k)
+		delete(out, k.Name)
 	}
 	if out == nil {
 		return ann, bad

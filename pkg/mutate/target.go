@@ -1,6 +1,7 @@
 package mutate
 
 import (
+	"fmt"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,6 +27,52 @@ type Target struct {
 	// Observed is what the observer recorded for the Pod's workload, for
 	// graceguard.io/max-work: auto; nil when there is none (or no auto).
 	Observed *Observed
+	// Unread are the parts of the object its reader counted but did not
+	// read (the webhook's decoder bounds what it keeps); each is a finding.
+	Unread []Unread
+}
+
+// Unread is a part of an object the webhook's decoder did not read: a list
+// longer than graceguard reads, or, past the most it keeps of one object,
+// the rest of the object. graceguard cannot decide on what it has not
+// read, so each is a finding (unreadFindings), never a silent cut.
+type Unread struct {
+	// Path is the field, as people read it: spec.containers[0].ports.
+	Path string
+	// N is how many elements the list has (0 for the rest of an object),
+	// Limit how many graceguard reads; What names the elements.
+	N, Limit int
+	What     string
+}
+
+// unread reports whether the reader did not read all of the list at path.
+func (t Target) unread(path *field.Path) bool {
+	p := path.String()
+	for _, u := range t.Unread {
+		if u.Path == p {
+			return true
+		}
+	}
+	return false
+}
+
+// unreadFindings are the findings of what the reader did not read.
+func unreadFindings(t Target) []Finding {
+	var out []Finding
+	for _, u := range t.Unread {
+		reason := DenyTooLarge
+		if u.What == "containers" {
+			reason = DenyTooManyContainers
+		}
+		err := &field.Error{Type: field.ErrorTypeTooMany, Field: u.Path, BadValue: int64(u.N),
+			Detail: fmt.Sprintf("has %d %s; graceguard reads at most %d and cannot check the rest", u.N, u.What, u.Limit)}
+		if u.N == 0 {
+			err = &field.Error{Type: field.ErrorTypeTooMany, Field: u.Path, BadValue: int64(u.Limit),
+				Detail: fmt.Sprintf("graceguard reads at most %d bytes of what it decides on (containers, hooks, probes, ports, its annotations) and this object has more from here on; it cannot check it", u.Limit)}
+		}
+		out = append(out, Finding{reason, err})
+	}
+	return out
 }
 
 // ForPod targets a Pod.

@@ -25,6 +25,8 @@ func Validate(t Target, ns Namespace, opts Options) *Report {
 	}
 	if s.OptOut {
 		r.OptedOut = true
+		// Its hooks are checked, so what was not read of them is a finding.
+		r.Violations = append(r.Violations, unreadFindings(t)...)
 		checkHooks(t, r)
 		checkMeshWait(t, s, r)
 		return r

@@ -136,12 +136,12 @@ func corpus() []attack {
 		{
 			name: "10,000 containers, mutating: refused as validation would",
 			path: PathMutatePod, body: create(PathMutatePod, "Pod", podWith(nil, manyContainers(10000, ""), 30)),
-			code: 422, causes: 1, contains: []string{"graceguard treats at most 32 containers"},
+			code: 422, causes: 1, contains: []string{"spec.containers: Too many: 10000: has 10000 containers; graceguard reads at most 256"},
 		},
 		{
 			name: "10,000 containers, validating: one denial saying how many",
 			path: PathValidatePod, body: create(PathValidatePod, "Pod", podWith(nil, manyContainers(10000, ""), 30)),
-			code: 422, causes: 1, contains: []string{"spec.containers: Too many: 10000: graceguard treats at most 32 containers"},
+			code: 422, causes: 1, contains: []string{"spec.containers: Too many: 10000: has 10000 containers; graceguard reads at most 256"},
 		},
 		{
 			name: "10,000 containers in a Deployment",
@@ -150,10 +150,10 @@ func corpus() []attack {
 			code: 422, causes: 1, contains: []string{"Too many: 10000"},
 		},
 		{
-			name: "10,000 containers each with a preStop longer than grace, opted out: 10 listed, the rest counted",
+			name: "10,000 containers each with a preStop longer than grace, opted out: the unread counted, 9 hooks listed, the rest counted",
 			path: PathValidatePod, body: create(PathValidatePod, "Pod", podWith(map[string]string{mutate.AnnotationInject: "false"},
 				manyContainers(10000, `,"lifecycle":{"preStop":{"sleep":{"seconds":40}}}`), 30)),
-			code: 422, causes: mutate.MaxListedViolations + 1, contains: []string{"spec.containers[10].lifecycle.preStop: Too many: 9990"},
+			code: 422, causes: mutate.MaxListedViolations + 1, contains: []string{"has 10000 containers", "spec.containers[9].lifecycle.preStop: Too many: 247"},
 		},
 		{
 			name: "32 containers with probes on 256-character paths: the largest patch",

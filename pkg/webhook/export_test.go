@@ -20,12 +20,12 @@ func NewPodMutatorFullDecode(c Config) *PodMutator {
 	s := runtime.NewScheme()
 	utilruntime.Must(corev1.AddToScheme(s))
 	decoder := admission.NewDecoder(s)
-	m.decodeObject = func(raw runtime.RawExtension) (*corev1.Pod, error) {
+	m.decodeObject = func(raw []byte, _ *meter) (*corev1.Pod, []mutate.Unread, error) {
 		pod := &corev1.Pod{}
-		if err := decoder.DecodeRaw(raw, pod); err != nil {
-			return nil, err
+		if err := decoder.DecodeRaw(runtime.RawExtension{Raw: raw}, pod); err != nil {
+			return nil, nil, err
 		}
-		return pod, nil
+		return pod, nil, nil
 	}
 	return m
 }

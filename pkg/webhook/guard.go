@@ -109,6 +109,11 @@ func (g *guard) wrap(name Name, h http.Handler) http.Handler {
 			// is cut off at the limit (controller-runtime then refuses it).
 			r.Body = http.MaxBytesReader(w, r.Body, MaxReviewBytes)
 		}
+		// What the review keeps of its objects comes out of the same
+		// budget as the bodies (meter).
+		m := &meter{take: g.bytes.TryAcquire}
+		defer func() { g.bytes.Release(m.granted) }()
+		ctx = context.WithValue(ctx, meterKey{}, m)
 		h.ServeHTTP(w, r.WithContext(ctx))
 	})
 }

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -87,7 +86,7 @@ type core struct {
 	name Name
 	// decodeObject reads a review's Pod: decodeAdmissionPod, except in
 	// the benchmarks' "before" variant (export_test.go).
-	decodeObject func(runtime.RawExtension) (*corev1.Pod, error)
+	decodeObject func(raw []byte, m *meter) (*corev1.Pod, []mutate.Unread, error)
 }
 
 func newCore(c Config, name Name) core {
@@ -167,6 +166,15 @@ func (c *core) unavailable(ctx context.Context, err error, warn bool) admission.
 		resp = resp.WithWarnings(NamespaceUnavailableWarning)
 	}
 	return resp
+}
+
+// busy answers a review that would keep more of its objects than the
+// guard's budget has room for now (meter): shed like a review that found
+// no room at all, 429, for the API server to apply its failure policy.
+func (c *core) busy(ctx context.Context) admission.Response {
+	logf.FromContext(ctx).Info("no room in the in-flight budget for what the review keeps; shed", "webhook", c.name)
+	c.Metrics.record(c.name, DecisionError, ReasonOverloaded)
+	return admission.Errored(http.StatusTooManyRequests, errBusy)
 }
 
 // expired answers a review whose deadline passed before it was decided:

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -79,7 +80,10 @@ func (h *podHandler) Handle(ctx context.Context, req admission.Request) admissio
 	if req.Operation != admissionv1.Create {
 		return h.pass(mutate.SkipNotApplicable)
 	}
-	pod, err := h.decodePod(req)
+	pod, unread, err := h.decodePod(ctx, req)
+	if errors.Is(err, errBusy) {
+		return h.busy(ctx)
+	}
 	if err != nil {
 		return h.invalid(ctx, req, err)
 	}
@@ -91,6 +95,7 @@ func (h *podHandler) Handle(ctx context.Context, req admission.Request) admissio
 		return h.unavailable(ctx, err, h.warnUnavailable)
 	}
 	t := mutate.ForPod(pod)
+	t.Unread = unread
 	if h.choosesAutoWork && h.Evidence != nil && mutate.WantsAutoWork(pod.Annotations, ns.Annotations) &&
 		pod.Annotations[mutate.AnnotationBudget] == "" {
 		t.Observed = h.Evidence.Observed(ctx, pod)
@@ -100,16 +105,19 @@ func (h *podHandler) Handle(ctx context.Context, req admission.Request) admissio
 
 // decodePod decodes the review's Pod. The request's namespace is the
 // authority: a Pod created from a manifest without one carries none.
-func (c *core) decodePod(req admission.Request) (*corev1.Pod, error) {
+func (c *core) decodePod(ctx context.Context, req admission.Request) (*corev1.Pod, []mutate.Unread, error) {
 	if req.Kind.Group != "" || req.Kind.Kind != "Pod" {
-		return nil, fmt.Errorf("unsupported kind %s: %s reviews only v1 Pod", kindName(req.Kind), c.name)
+		return nil, nil, fmt.Errorf("unsupported kind %s: %s reviews only v1 Pod", kindName(req.Kind), c.name)
 	}
-	pod, err := c.decodeObject(req.Object)
+	pod, unread, err := c.decodeObject(req.Object.Raw, meterFrom(ctx))
+	if errors.Is(err, errBusy) {
+		return nil, nil, err
+	}
 	if err != nil {
-		return nil, fmt.Errorf("decoding Pod: %w", err)
+		return nil, nil, fmt.Errorf("decoding Pod: %w", err)
 	}
 	if req.Namespace != "" {
 		pod.Namespace = req.Namespace
 	}
-	return pod, nil
+	return pod, unread, nil
 }

@@ -16,10 +16,12 @@ import (
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionv1beta1 "k8s.io/api/admission/v1beta1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	kjsonserializer "k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -142,7 +144,7 @@ func decodeReview(body []byte, req *admissionv1.AdmissionRequest) (*schema.Group
 	// (RawExtension.UnmarshalJSON copies them): a 6.5 MB UPDATE costs its
 	// body once, not twice. The same bytes, verbatim: ReadValue returns
 	// the value as it is in the input.
-	inBody := jsonv2.WithUnmarshalers(jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, re *runtime.RawExtension) error {
+	inBody := jsonv2.WithUnmarshalers(jsonv2.JoinUnmarshalers(jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, re *runtime.RawExtension) error {
 		v, err := dec.ReadValue()
 		if err != nil {
 			return err
@@ -154,7 +156,7 @@ func decodeReview(body []byte, req *admissionv1.AdmissionRequest) (*schema.Group
 		end := dec.InputOffset()
 		re.Raw = body[end-int64(len(v)) : end : end]
 		return nil
-	}))
+	}), boundedEnvelope))
 	if err := jsonv2.Unmarshal(body, &env, reviewOptions, inBody); err != nil {
 		if se := (*jsonv1.SyntaxError)(nil); errors.As(err, &se) {
 			// Worded as the API machinery words it, which finds it first.
@@ -173,6 +175,152 @@ func decodeReview(body []byte, req *admissionv1.AdmissionRequest) (*schema.Group
 		return nil, err
 	}
 	return &schema.GroupVersionKind{Group: gv.Group, Version: gv.Version, Kind: env.kind}, nil
+}
+
+// maxEnvelopeString bounds every string of a review's request that
+// graceguard keeps (names, kinds, resources, the user, the uid, which the
+// answer echoes): the API server sends names of at most 253 bytes, and a
+// client that is not the API server gets an answer of bounded size and
+// log lines of bounded length whatever it sends.
+const maxEnvelopeString = 512
+
+// maxGroupsKept bounds the user's groups kept (graceguard logs none; a
+// review from a client that is not the API server may send millions).
+const maxGroupsKept = 16
+
+// boundedEnvelope reads the request's strings clipped (mutate.Clipped
+// past maxEnvelopeString) and its user with at most maxGroupsKept groups
+// and without extra, whose shape it still checks: what the request can make
+// graceguard keep is bounded by construction, like what the reader keeps
+// of its objects, and a request the API machinery refuses is refused.
+// Where a value is not what it reads, each defers to the default decoding
+// (errors.ErrUnsupported), so such requests fail as they would without it.
+var boundedEnvelope = jsonv2.JoinUnmarshalers(
+	jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, s *string) error {
+		return clipInto(dec, func(c string) { *s = c })
+	}),
+	jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, u *types.UID) error {
+		return clipInto(dec, func(c string) { *u = types.UID(c) })
+	}),
+	jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, o *admissionv1.Operation) error {
+		return clipInto(dec, func(c string) { *o = admissionv1.Operation(c) })
+	}),
+	jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, u *authenticationv1.UserInfo) error {
+		if dec.PeekKind() != '{' {
+			return errors.ErrUnsupported
+		}
+		if _, err := dec.ReadToken(); err != nil {
+			return err
+		}
+		for dec.PeekKind() != '}' {
+			name, err := dec.ReadValue()
+			if err != nil {
+				return err
+			}
+			switch string(name) {
+			case `"username"`:
+				err = jsonv2.UnmarshalDecode(dec, &u.Username)
+			case `"uid"`:
+				err = jsonv2.UnmarshalDecode(dec, &u.UID)
+			case `"groups"`:
+				err = readGroups(dec, u)
+			case `"extra"`:
+				err = checkExtra(dec)
+			default:
+				err = dec.SkipValue()
+			}
+			if err != nil {
+				return err
+			}
+		}
+		_, err := dec.ReadToken()
+		return err
+	}),
+)
+
+// clipInto calls set with the JSON string next in dec, clipped to
+// maxEnvelopeString; anything but a string is left to the default decoding.
+func clipInto(dec *jsontext.Decoder, set func(string)) error {
+	if dec.PeekKind() != '"' {
+		return errors.ErrUnsupported
+	}
+	v, err := dec.ReadValue()
+	if err != nil {
+		return err
+	}
+	set(readString(v, maxEnvelopeString))
+	return nil
+}
+
+var errUserInfo = errors.New("cannot unmarshal the request's userInfo: want strings")
+
+// readGroups keeps the first maxGroupsKept groups, clipped, and checks the
+// rest are strings (null reads as "", as encoding/json reads it).
+func readGroups(dec *jsontext.Decoder, u *authenticationv1.UserInfo) error {
+	u.Groups = nil
+	return stringList(dec, func(v jsontext.Value) {
+		if len(u.Groups) >= maxGroupsKept {
+			return
+		}
+		g := ""
+		if v.Kind() == '"' {
+			g = readString(v, maxEnvelopeString)
+		}
+		u.Groups = append(u.Groups, g)
+	})
+}
+
+// checkExtra reads the user's extra without keeping it: an object of lists
+// of strings, or null.
+func checkExtra(dec *jsontext.Decoder) error {
+	switch dec.PeekKind() {
+	case 'n':
+		_, err := dec.ReadToken()
+		return err
+	case '{':
+	default:
+		return errUserInfo
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return err
+	}
+	for dec.PeekKind() != '}' {
+		if _, err := dec.ReadValue(); err != nil {
+			return err
+		}
+		if err := stringList(dec, func(jsontext.Value) {}); err != nil {
+			return err
+		}
+	}
+	_, err := dec.ReadToken()
+	return err
+}
+
+// stringList reads a list of strings (or null), calling each with every element.
+func stringList(dec *jsontext.Decoder, each func(jsontext.Value)) error {
+	switch dec.PeekKind() {
+	case 'n':
+		_, err := dec.ReadToken()
+		return err
+	case '[':
+	default:
+		return errUserInfo
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return err
+	}
+	for dec.PeekKind() != ']' {
+		v, err := dec.ReadValue()
+		if err != nil {
+			return err
+		}
+		if k := v.Kind(); k != '"' && k != 'n' {
+			return errUserInfo
+		}
+		each(v)
+	}
+	_, err := dec.ReadToken()
+	return err
 }
 
 // admissionCodecs are controller-runtime's: the API machinery's codecs for

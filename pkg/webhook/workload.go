@@ -3,6 +3,7 @@ package webhook
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -35,12 +36,18 @@ func (h *WorkloadValidator) Handle(ctx context.Context, req admission.Request) a
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return h.pass(mutate.SkipNotApplicable)
 	}
-	w, err := h.decodeWorkload(req, req.Object, "object")
+	w, err := h.decodeWorkload(ctx, req, req.Object, "object")
+	if errors.Is(err, errBusy) {
+		return h.busy(ctx)
+	}
 	if err != nil {
 		return h.invalid(ctx, req, err)
 	}
 	if req.Operation == admissionv1.Update {
-		old, err := h.decodeWorkload(req, req.OldObject, "oldObject")
+		old, err := h.decodeWorkload(ctx, req, req.OldObject, "oldObject")
+		if errors.Is(err, errBusy) {
+			return h.busy(ctx)
+		}
 		if err != nil {
 			return h.invalid(ctx, req, err)
 		}
@@ -67,7 +74,7 @@ func (h *WorkloadValidator) Handle(ctx context.Context, req admission.Request) a
 
 // decodeWorkload decodes the review's object (or oldObject) and targets
 // its Pod template. The request's namespace is the authority.
-func (c *core) decodeWorkload(req admission.Request, raw runtime.RawExtension, what string) (leanWorkload, error) {
+func (c *core) decodeWorkload(ctx context.Context, req admission.Request, raw runtime.RawExtension, what string) (leanWorkload, error) {
 	w, ok := mutate.LookupWorkload(req.Kind.Kind)
 	if !ok || !w.Reviewed || w.Group != req.Kind.Group {
 		return leanWorkload{}, fmt.Errorf("unsupported kind %s: %s reviews %s", kindName(req.Kind), c.name, workloadList())
@@ -75,7 +82,10 @@ func (c *core) decodeWorkload(req admission.Request, raw runtime.RawExtension, w
 	if len(raw.Raw) == 0 {
 		return leanWorkload{}, fmt.Errorf("decoding %s: the review has no %s", req.Kind.Kind, what)
 	}
-	lw, err := decodeAdmissionWorkload(w, raw.Raw)
+	lw, err := decodeAdmissionWorkload(w, raw.Raw, meterFrom(ctx))
+	if errors.Is(err, errBusy) {
+		return leanWorkload{}, err
+	}
 	if err != nil {
 		return leanWorkload{}, fmt.Errorf("decoding %s %s: %w", req.Kind.Kind, what, err)
 	}
