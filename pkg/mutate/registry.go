@@ -45,6 +45,10 @@ const MaxLabelValueLength = 63
 // YAML, which can be longer than graceguard's own values.
 const MaxIstioProxyConfigLength = 16 << 10
 
+// LabelPodTemplateHash is the label a Deployment's ReplicaSet gives its
+// Pods.
+const LabelPodTemplateHash = "pod-template-hash"
+
 const (
 	ownerGraceguard = "graceguard"
 	ownerKubernetes = "kubernetes"
@@ -77,11 +81,13 @@ var Keys = []Key{
 	// it would write.
 	{AnnotationBudget, PodAnnotation, ownerGraceguard, MaxAnnotationValueLength},
 
-	// Kubernetes: mirror Pods are skipped.
+	// Kubernetes: mirror Pods are skipped; a ReplicaSet's Pods name their
+	// Deployment's report by the template hash (max-work: auto).
 	{annotationMirror, PodAnnotation, ownerKubernetes, MaxAnnotationValueLength},
+	{LabelPodTemplateHash, PodLabel, ownerKubernetes, MaxLabelValueLength},
 
 	// Istio.
-	{AnnotationIstioInject, PodLabel | PodAnnotation, string(MeshIstio), MaxLabelValueLength},
+	{AnnotationIstioInject, PodLabel | PodAnnotation, string(MeshIstio), MaxAnnotationValueLength},
 	{LabelIstioRev, PodLabel | NamespaceLabel, string(MeshIstio), MaxLabelValueLength},
 	{LabelIstioInjection, NamespaceLabel, string(MeshIstio), MaxLabelValueLength},
 	{AnnotationIstioProxyConfig, PodAnnotation, string(MeshIstio), MaxIstioProxyConfigLength},

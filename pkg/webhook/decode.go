@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/go-json-experiment/json/jsontext"
 	corev1 "k8s.io/api/core/v1"
@@ -50,14 +51,6 @@ const (
 	// maxEnvRead bounds the environment entries kept of istio-proxy: the
 	// three that shape its exit, repeated at most this often.
 	maxEnvRead = 8
-)
-
-// Sizes charged to the meter for what the reader builds.
-const (
-	sizeContainer = 512
-	sizePort      = 64
-	sizeHandler   = 256
-	sizeProbe     = 128
 )
 
 // decodeAdmissionPod reads what graceguard decides on of a review's Pod
@@ -232,7 +225,8 @@ func (r *jsonReader) containers() ([]corev1.Container, error) {
 		if i >= MaxContainersRead {
 			return r.skip()
 		}
-		if !r.m.charge(sizeContainer) {
+		var ok bool
+		if out, ok = grow(r.m, out); !ok {
 			return errKept
 		}
 		out = append(out, corev1.Container{})
@@ -258,7 +252,8 @@ func (r *jsonReader) ephemeralContainers() ([]corev1.EphemeralContainer, error) 
 		if i >= MaxContainersRead {
 			return r.skip()
 		}
-		if !r.m.charge(sizeContainer) {
+		var ok bool
+		if out, ok = grow(r.m, out); !ok {
 			return errKept
 		}
 		var e corev1.EphemeralContainer
@@ -339,7 +334,8 @@ func (r *jsonReader) ports() ([]corev1.ContainerPort, error) {
 		if i >= MaxPortsRead {
 			return r.skip()
 		}
-		if !r.m.charge(sizePort) {
+		var ok bool
+		if out, ok = grow(r.m, out); !ok {
 			return errKept
 		}
 		var p corev1.ContainerPort
@@ -412,11 +408,12 @@ func (r *jsonReader) env() ([]corev1.EnvVar, error) {
 		if value != nil {
 			e.Value = readString(value, mutate.MaxIstioProxyConfigLength)
 		}
-		if !r.m.charge(len(e.Value) + 64) {
-			return errKept
-		}
 		if len(out) == maxEnvRead {
 			out = append(out[:0], out[1:]...)
+		}
+		var ok bool
+		if out, ok = grow(r.m, out); !ok {
+			return errKept
 		}
 		out = append(out, e)
 		return nil
@@ -482,7 +479,7 @@ func (r *jsonReader) handler() (*corev1.LifecycleHandler, error) {
 	if !present || err != nil {
 		return nil, err
 	}
-	if !r.m.charge(sizeHandler) {
+	if !r.m.charge(int(unsafe.Sizeof(h)) + int(unsafe.Sizeof(corev1.ExecAction{})+unsafe.Sizeof(corev1.HTTPGetAction{}))) {
 		return nil, errKept
 	}
 	return &h, nil
@@ -580,6 +577,10 @@ func (r *jsonReader) headers() ([]corev1.HTTPHeader, error) {
 			}
 			more, sum = more+1, fnv(sum, v)
 			return nil
+		}
+		var ok bool
+		if out, ok = grow(r.m, out); !ok {
+			return errKept
 		}
 		var h corev1.HTTPHeader
 		_, err := r.object(func(name []byte) error {
@@ -684,7 +685,7 @@ func (r *jsonReader) probe() (*corev1.Probe, error) {
 	if !present || err != nil {
 		return nil, err
 	}
-	if !r.m.charge(sizeProbe) {
+	if !r.m.charge(int(unsafe.Sizeof(p)) + int(unsafe.Sizeof(corev1.ExecAction{})+unsafe.Sizeof(corev1.HTTPGetAction{}))) {
 		return nil, errKept
 	}
 	return &p, nil

@@ -58,7 +58,7 @@ func ReportNames(pod *corev1.Pod) []string {
 	var names []string
 	switch ref.Kind {
 	case "ReplicaSet":
-		if h := pod.Labels["pod-template-hash"]; h != "" && strings.HasSuffix(ref.Name, "-"+h) {
+		if h := pod.Labels[mutate.LabelPodTemplateHash]; h != "" && strings.HasSuffix(ref.Name, "-"+h) {
 			names = append(names, v1alpha1.ReportName("Deployment", strings.TrimSuffix(ref.Name, "-"+h)))
 		}
 	case "Job":

@@ -107,6 +107,7 @@ var errNoRequest = errors.New("the AdmissionReview has no request (no request.ui
 // code 400, with a message naming the problem. The API server shows it to
 // the client as the webhook's denial.
 func (c *core) invalid(ctx context.Context, req admission.Request, err error) admission.Response {
+	err = boundedError(err)
 	logf.FromContext(ctx).Info("cannot evaluate review", "webhook", c.name,
 		"operation", req.Operation, "kind", kindName(req.Kind), "error", err.Error())
 	c.Metrics.record(c.name, DecisionError, ReasonDecodeError)

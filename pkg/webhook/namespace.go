@@ -79,5 +79,53 @@ func get(ctx context.Context, r client.Reader, name string) result {
 	if err := r.Get(ctx, client.ObjectKey{Name: name}, m); err != nil {
 		return result{err: err}
 	}
+	// The live read is the whole metadata; the cache's is bounded already.
+	m = boundNamespace(m)
 	return result{ns: mutate.Namespace{Name: m.Name, Labels: m.Labels, Annotations: m.Annotations}}
+}
+
+// BoundNamespace is the cache transform of the namespace informer: of a
+// Namespace's metadata it keeps the name and the labels and annotations
+// graceguard reads there (mutate.Keys), each value clipped past its
+// key's bound (mutate.Clipped, which the size guard still refuses). So a
+// namespace holding 256 KiB of annotations costs the cache a few hundred
+// bytes, and every review that reads it a copy of those, not of 256 KiB.
+func BoundNamespace(obj any) (any, error) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil
+	}
+	return boundNamespace(m), nil
+}
+
+func boundNamespace(m *metav1.PartialObjectMetadata) *metav1.PartialObjectMetadata {
+	out := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta}
+	out.Name, out.UID, out.ResourceVersion = m.Name, m.UID, m.ResourceVersion
+	out.Labels = boundMap(m.Labels, mutate.NamespaceLabel)
+	out.Annotations = boundMap(m.Annotations, mutate.NamespaceAnnotation)
+	return out
+}
+
+// boundMap keeps the keys graceguard reads in where, each value clipped
+// past its bound.
+func boundMap(in map[string]string, where mutate.Where) map[string]string {
+	var out map[string]string
+	for k, v := range in {
+		key, ok := mutate.LookupKey(k, where)
+		if !ok {
+			continue
+		}
+		limit := key.MaxLength
+		if where == mutate.NamespaceLabel {
+			limit = mutate.MaxLabelValueLength
+		}
+		if len(v) > limit {
+			v = mutate.Clipped(v[:min(len(v), mutate.MaxValueLength)], len(v), fnv(fnvOffset, []byte(v)))
+		}
+		if out == nil {
+			out = make(map[string]string, 4)
+		}
+		out[k] = v
+	}
+	return out
 }

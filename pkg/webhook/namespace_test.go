@@ -42,7 +42,9 @@ func (r *reader) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 	if !ok {
 		return apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, key.Name)
 	}
-	m.Name, m.Labels, m.Annotations = key.Name, l, map[string]string{"a": "b"}
+	m.Name, m.Labels = key.Name, l
+	// One key graceguard reads, one it does not, one past its bound.
+	m.Annotations = map[string]string{mutate.AnnotationMaxWork: "30s", "a": "b", mutate.AnnotationCleanup: strings.Repeat("x", 1<<20)}
 	return nil
 }
 
@@ -100,8 +102,16 @@ func TestNamespaceLookup(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ns.Name != "shop" || !reflect.DeepEqual(ns.Labels, tc.want) || ns.Annotations["a"] != "b" {
+			if ns.Name != "shop" || !reflect.DeepEqual(ns.Labels, tc.want) || ns.Annotations[mutate.AnnotationMaxWork] != "30s" {
 				t.Errorf("got %+v", ns)
+			}
+			if _, ok := ns.Annotations["a"]; ok {
+				t.Errorf("kept an annotation graceguard does not read: %+v", ns.Annotations)
+			}
+			if v := ns.Annotations[mutate.AnnotationCleanup]; len(v) > 200 {
+				t.Errorf("kept %d bytes of an annotation past its bound", len(v))
+			} else if n, clipped := mutate.ValueLength(v); !clipped || n != 1<<20 {
+				t.Errorf("the clipped value %q does not say its length", v)
 			}
 			if got := tc.live.calls.Load(); got != tc.wantLiveCalls {
 				t.Errorf("API server read %d times, want %d", got, tc.wantLiveCalls)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -339,10 +340,8 @@ func (r *jsonReader) strs(keep int, limit func(i int) int) ([]string, error) {
 		if err != nil {
 			return err
 		}
-		if out == nil {
-			out = make([]string, 0, 4)
-		}
-		if !r.m.charge(16) {
+		var ok bool
+		if out, ok = grow(r.m, out); !ok {
 			return errKept
 		}
 		out = append(out, s)
@@ -396,6 +395,23 @@ func (r *jsonReader) keyed(where mutate.Where) (map[string]string, error) {
 		out = map[string]string{}
 	}
 	return out, nil
+}
+
+// grow makes room for one more element in s, charging the meter for a new
+// backing array when it needs one: what the lists' growth allocates, not
+// only what they end up holding, is what the meter counts.
+func grow[T any](m *meter, s []T) ([]T, bool) {
+	if len(s) < cap(s) {
+		return s, true
+	}
+	n := max(4, 2*cap(s))
+	var zero T
+	if !m.charge(n * int(unsafe.Sizeof(zero))) {
+		return s, false
+	}
+	g := make([]T, len(s), n)
+	copy(g, s)
+	return g, true
 }
 
 // count notes a list longer than graceguard reads: n elements, of which

@@ -89,11 +89,26 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req := admission.Request{}
 	gvk, err := decodeReview(body, &req.AdmissionRequest)
 	if err != nil {
+		// A syntax error names the path to it, as deep and as long as the
+		// names in the body.
+		err = boundedError(err)
 		e.baseLog().Error(err, "unable to decode the request")
 		e.writeResponse(w, admission.Errored(http.StatusBadRequest, err), nil)
 		return
 	}
 	e.writeResponse(w, e.handle(ctx, req), gvk)
+}
+
+// maxErrorLength bounds the message of an error quoted in an answer or a
+// log line.
+const maxErrorLength = 1024
+
+// boundedError is err with its message cut to maxErrorLength.
+func boundedError(err error) error {
+	if msg := err.Error(); len(msg) > maxErrorLength {
+		return fmt.Errorf("%s... (%d bytes)", strings.ToValidUTF8(msg[:maxErrorLength-32], ""), len(msg))
+	}
+	return err
 }
 
 var errTooLarge = fmt.Errorf("request entity is too large; limit is %d bytes", maxRequestSize)
