@@ -338,3 +338,67 @@ func namespaceFor(name string, docs []manifest.Document) mutate.Namespace {
 	}
 	return mutate.Namespace{Name: name, Labels: map[string]string{mutate.LabelInject: mutate.LabelInjectEnabled}}
 }
+
+// FuzzWorkloadReaderReadsLikeThePodReader: a workload's Pod template is
+// read as a Pod is, labels and annotations alike (Istio's label decides
+// injection, on templates as on Pods), for every kind and wherever the
+// kind keeps its template: what the reader keeps of a Deployment's or a
+// CronJob's template is what it keeps of a Pod of the same metadata and
+// spec, as the API machinery reads them.
+func FuzzWorkloadReaderReadsLikeThePodReader(f *testing.F) {
+	for _, seed := range []string{
+		`{"metadata":{"name":"web"},"spec":{"template":{"metadata":{"labels":{"sidecar.istio.io/inject":"true","app":"web"},"annotations":{"graceguard.io/max-work":"30s"}},"spec":{"containers":[{"name":"app","ports":[{"containerPort":8080}]}]}}}}`,
+		`{"spec":{"template":{"metadata":{"labels":{"istio.io/rev":"canary"}},"spec":{"initContainers":[{"name":"istio-proxy","restartPolicy":"Always"}],"containers":[{"name":"app"}]}}}}`,
+		`{"spec":{"jobTemplate":{"spec":{"template":{"metadata":{"labels":{"sidecar.istio.io/inject":"false"}},"spec":{"containers":[{"name":"c","lifecycle":{"preStop":{"sleep":{"seconds":5}}}}]}}}}}}`,
+	} {
+		f.Add([]byte(seed), uint8(0))
+		f.Add([]byte(seed), uint8(5))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte, pick uint8) {
+		w := mutate.Workloads[int(pick)%len(mutate.Workloads)]
+		if !w.Reviewed {
+			return
+		}
+		obj := w.New()
+		if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, obj); err != nil {
+			return
+		}
+		sent, err := json.Marshal(obj)
+		if err != nil {
+			return
+		}
+		// As the API machinery reads what it sent (empty lists and maps
+		// are left out of it).
+		obj = w.New()
+		if err := kjson.UnmarshalCaseSensitivePreserveInts(sent, obj); err != nil {
+			t.Fatal(err)
+		}
+		typed, err := mutate.ForWorkload(obj)
+		if err != nil {
+			return
+		}
+		lw, err := decodeAdmissionWorkload(w, sent, &meter{})
+		if err != nil {
+			t.Fatalf("%s %q: %v", w.Kind, sent, err)
+		}
+		// The template, read as a Pod of the same metadata and spec.
+		pod := &corev1.Pod{ObjectMeta: *typed.Meta, Spec: *typed.Spec}
+		podJSON, _ := json.Marshal(pod)
+		asPod, _, err := decodeAdmissionPod(podJSON, &meter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := lw.target
+		if !reflect.DeepEqual(got.Meta.Labels, asPod.Labels) || !reflect.DeepEqual(got.Meta.Annotations, asPod.Annotations) {
+			t.Fatalf("%s %q: template metadata read as labels %v annotations %v; as a Pod: %v %v", w.Kind, sent, got.Meta.Labels, got.Meta.Annotations, asPod.Labels, asPod.Annotations)
+		}
+		if !reflect.DeepEqual(*got.Spec, asPod.Spec) {
+			t.Fatalf("%s %q: the template's spec is read differently from a Pod's", w.Kind, sent)
+		}
+		if full := (&corev1.Pod{ObjectMeta: *typed.Meta, Spec: *typed.Spec}); withinBounds(full) {
+			if want := project(full); !reflect.DeepEqual(got.Meta.Labels, want.Labels) || !reflect.DeepEqual(*got.Spec, want.Spec) {
+				t.Fatalf("%s %q: the template is not read as the API machinery reads it", w.Kind, sent)
+			}
+		}
+	})
+}
