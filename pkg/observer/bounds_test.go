@@ -25,7 +25,7 @@ func worstSample(t *testing.T, i int) v1alpha1.Sample {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: strings.Repeat("p", 250) + string(rune('a'+i%26)), Namespace: "shop", DeletionTimestamp: &metav1.Time{Time: unixTime(maxUnix)},
 			Annotations: map[string]string{mutate.AnnotationBudget: longestBudget}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: name, Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 1<<63 - 1}}}}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: name, Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "sleep infinity; curl -s localhost/drain"}}}}}}},
 		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: name, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 			ExitCode: -2147483648, Reason: strings.Repeat("R", 1<<10), FinishedAt: metav1.NewTime(unixTime(maxUnix))}}}}},
 	}
@@ -33,9 +33,11 @@ func worstSample(t *testing.T, i int) v1alpha1.Sample {
 	if skip != "" {
 		t.Fatalf("skip %q", skip)
 	}
-	// The longest numbers: an exit at year 9999 of a deletion at year 1
-	// (a drain of 12 digits, the most there is), a grace of 19 digits.
-	if s.Budget != longestBudget || len(s.Pod) != v1alpha1.MaxPodNameLength || len(s.Reason) != v1alpha1.MaxReasonLength || s.DrainSeconds < 1e11 {
+	// The longest numbers: an exit at year 9999 of a deletion at 1970 (a
+	// drain of 12 digits, the most there is), a grace of 19 digits.
+	// An estimated hook of the longest length there is (10 digits).
+	if s.Budget != longestBudget || len(s.Pod) != v1alpha1.MaxPodNameLength || len(s.Reason) != v1alpha1.MaxReasonLength || s.DrainSeconds < 1e11 ||
+		!s.PreStopEstimated || !s.HookFailed || s.PreStopSeconds < 1e9 {
 		t.Fatalf("not the worst sample: %+v", s)
 	}
 	return s
@@ -67,6 +69,9 @@ func TestTheWorstReportIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	one, _ := json.Marshal(samples[0])
+	if strings.Contains(string(one), "null") {
+		t.Errorf("a sample the CRD refuses (a zero time is written as null): %s", one)
+	}
 	t.Logf("the worst report: %d bytes, %d per sample; summary %+v; recommendation %+v", len(b), len(one)+1, st.Summary, *st.Recommendation)
 	if len(b) > maxReportBytes {
 		t.Errorf("the worst report has %d bytes, more than %d", len(b), maxReportBytes)

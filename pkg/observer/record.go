@@ -259,10 +259,11 @@ func cut(s string, n int) string {
 	return s[:n]
 }
 
-// Unix seconds of 0001-01-01 and 9999-12-31T23:59:59Z: the times an API
-// object can carry (RFC 3339 has four-digit years).
+// Unix seconds of 1970-01-01 and 9999-12-31T23:59:59Z: the times a sample
+// writes. RFC 3339 has four-digit years, and a metav1.Time at year 1 is
+// its zero, written as null, which the CRD refuses for a sample's times.
 const (
-	minUnix = -62135596800
+	minUnix = 0
 	maxUnix = 253402300799
 )
 

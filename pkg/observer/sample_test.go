@@ -201,11 +201,12 @@ func TestDeletionReadsTheRequestTime(t *testing.T) {
 	if _, ok := leanPod(p, true).deletion(); ok {
 		t.Error("a Pod with grace 0 is the final state, not the deletion request")
 	}
-	// A grace no clock can subtract: the request time stops at year 1.
+	// A grace no clock can subtract: the request time stops at 1970, a
+	// time a report can hold (year 1 would be written as null).
 	huge := int64(1<<63 - 1)
 	p.DeletionGracePeriodSeconds = &huge
-	if d, ok := leanPod(p, true).deletion(); !ok || d.Requested.Year() != 1 || d.Grace != huge {
-		t.Errorf("deletion with grace %d = %+v, %v; want requested in year 1", huge, d, ok)
+	if d, ok := leanPod(p, true).deletion(); !ok || d.Requested.Unix() != 0 || d.Grace != huge {
+		t.Errorf("deletion with grace %d = %+v, %v; want requested at 1970-01-01", huge, d, ok)
 	}
 	// Not terminating, or in a namespace graceguard does not treat: no deletion kept.
 	p.DeletionGracePeriodSeconds = &g
