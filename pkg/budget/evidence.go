@@ -99,17 +99,21 @@ func Recommend(e Evidence, minSamples int) Advice {
 		return Advice{Why: "no shutdown observed yet"}
 	}
 	var a Advice
+	// Any drain past MaxTerm advises MaxTerm: clamped first, the
+	// arithmetic cannot overflow (a report's numbers are whatever was
+	// written into it).
+	cut, longest := min(e.Cut, MaxTerm), min(e.Max, MaxTerm)
 	switch {
 	case e.Kills > 0 && e.Cut >= e.Max:
-		a.Work = CeilDuration(2*e.Cut) + Precision
+		a.Work = CeilDuration(2*cut) + Precision
 		a.Why = fmt.Sprintf("%s SIGKILLed after draining %s: the drain needed is longer and unknown; twice that, plus %s for whole-second timestamps",
 			killed(e), Format(e.Cut), Format(Precision))
 	case e.Kills > 0:
-		a.Work = CeilDuration(e.Max) + Precision
+		a.Work = CeilDuration(longest) + Precision
 		a.Why = fmt.Sprintf("%s SIGKILLed after draining %s, and the others drained in at most %s: that, plus %s for whole-second timestamps",
 			killed(e), Format(e.Cut), Format(e.Max), Format(Precision))
 	default:
-		a.Work = CeilDuration(e.Max) + Precision
+		a.Work = CeilDuration(longest) + Precision
 		a.Why = fmt.Sprintf("%s drained after SIGTERM in at most %s (p50 %s, p95 %s): that, plus %s for whole-second timestamps",
 			pods(e.Samples), Format(e.Max), Format(e.P50), Format(e.P95), Format(Precision))
 	}

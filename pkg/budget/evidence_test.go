@@ -107,6 +107,10 @@ func TestRecommend(t *testing.T) {
 			clean(1, 2, 2, 3, 3), secs(4), true, false, true, "5 Pods drained after SIGTERM in at most 3s (p50 2s, p95 3s)"},
 		{"too few clean drains: an indication only",
 			clean(12, 12), secs(13), false, false, false, "too few samples: 2 of the 5 needed, and no kill; 2 Pods drained"},
+		{"drains of any length, however absurd, advise at most MaxTerm, never a wrapped negative",
+			[]Observation{{Drain: Infinity}, {Drain: Infinity, Killed: true}}, MaxTerm, true, true, false, "1 of 2 Pods was SIGKILLed after draining infinity"},
+		{"a kill cut at any length: MaxTerm",
+			[]Observation{{Drain: Infinity - 1, Killed: true}}, MaxTerm, true, true, false, "the 1 Pod observed was SIGKILLed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := Recommend(Summarize(tc.obs), 5)

@@ -205,7 +205,7 @@ func ObserverFlags(c *observer.Config) Flags {
 		{name: "leader-elect", value: boolValue(&c.LeaderElection), noOptDefVal: "true",
 			usage: "observe from one replica at a time (a Lease in --namespace)"},
 		{name: "namespace", value: stringValue(&c.Namespace),
-			usage: "graceguard's own namespace, for the leader election Lease (default $POD_NAMESPACE)",
+			usage: "graceguard's own namespace, for the leader election Lease; its Pods are never observed (default $POD_NAMESPACE)",
 			check: func() error {
 				if c.LeaderElection && c.Namespace == "" {
 					return errors.New("required with --leader-elect (the Lease's namespace; default $POD_NAMESPACE)")
@@ -220,6 +220,8 @@ func ObserverFlags(c *observer.Config) Flags {
 				}
 				return nil
 			}},
+		{name: "excluded-namespaces", value: &listValue{p: &c.ExcludedNamespaces},
+			usage: "namespaces whose Pods are never observed, whatever their labels: the webhook's --excluded-namespaces"},
 		minSamplesFlag(&c.MinSamples),
 		{name: "metrics-namespace-label", value: boolValue(&c.NamespaceLabel), noOptDefVal: "true",
 			usage: "label the observed-shutdown metrics with the namespace (one series per namespace with treated Pods)"},

@@ -2,7 +2,10 @@ package observer
 
 import (
 	"os"
+	"slices"
 	"time"
+
+	"github.com/graceguard/graceguard/pkg/mutate"
 )
 
 // Config is everything the observer process needs; its flags are
@@ -16,8 +19,11 @@ type Config struct {
 	// rollout of the observer records no shutdown twice.
 	LeaderElection bool
 	// Namespace is graceguard's own namespace, where the leader election
-	// Lease lives.
+	// Lease lives; its Pods are never observed.
 	Namespace string
+	// ExcludedNamespaces are never observed, whatever their labels say:
+	// the webhook's --excluded-namespaces (kube-system by default).
+	ExcludedNamespaces []string
 	// FlushInterval is how long samples of one workload are gathered
 	// before its report is written: one write per workload and interval,
 	// however many of its Pods go away.
@@ -38,5 +44,16 @@ func Default() Config {
 		Namespace:              os.Getenv("POD_NAMESPACE"),
 		FlushInterval:          10 * time.Second,
 		MinSamples:             DefaultMinSamples,
+		ExcludedNamespaces:     mutate.DefaultOptions().ExcludedNamespaces,
 	}
+}
+
+// excluded is every namespace the webhook never treats: the excluded ones
+// and graceguard's own (as config.Config.Excluded computes it).
+func (c Config) excluded() []string {
+	out := slices.Clone(c.ExcludedNamespaces)
+	if c.Namespace != "" {
+		out = append(out, c.Namespace)
+	}
+	return out
 }

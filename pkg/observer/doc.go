@@ -14,13 +14,21 @@
 // (docs/observer.md).
 //
 // Invariants:
-//   - Only label-selected Pods and FailedPreStopHook events are watched and
-//     cached, each stripped to what a sample reads; never all Pods.
-//   - Observe (sample.go) and Add/Summarize (report.go) are pure: the
+//   - Only label-selected Pods, FailedPreStopHook events and the metadata
+//     of opted-in namespaces are watched and cached; never all Pods. Each
+//     Pod is cached as a record of bounded size whatever it holds
+//     (record.go, maxRecordBytes): its key only unless it is terminating
+//     in a namespace graceguard treats.
+//   - Pods labelled treated in namespaces graceguard does not treat give
+//     no sample (SkipNamespace): anyone may label a Pod.
+//   - A sample goes to a workload's report only through the objects that
+//     really own its Pod, UIDs checked (owner.go); never by name.
+//   - observe (sample.go) and Add/Summarize (report.go) are pure: the
 //     samples, summary and recommendation follow from the Pod's final
 //     object alone, in whole seconds, the API's precision.
-//   - A report holds at most v1alpha1.MaxSamples samples and is written at
-//     most once per workload and flush interval.
+//   - A report holds at most v1alpha1.MaxSamples samples, every string
+//     within the CRD's bounds, and is written at most once per workload
+//     and flush interval; an event's note stays under 1 KiB.
 //   - Only the elected leader observes; when it stops it writes what it
 //     gathered.
 package observer

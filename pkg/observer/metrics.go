@@ -13,7 +13,7 @@ import (
 var DrainBuckets = []float64{1, 2, 3, 5, 8, 10, 15, 20, 30, 45, 60, 90, 120, 300, 600}
 
 // Metrics are the observer's Prometheus metrics. Labels are bounded: the
-// outcome (2 values) and skip reason (5 values), and, only when
+// outcome (2 values) and skip reason (8 values, Skips), and, only when
 // NamespaceLabel is set, the namespace (one series per namespace with
 // treated Pods, times the outcomes). A nil *Metrics records nothing.
 type Metrics struct {
@@ -52,7 +52,7 @@ func NewMetrics(reg prometheus.Registerer, namespace bool) (*Metrics, error) {
 		}, []string{"reason"}),
 		pods: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "graceguard_observer_pods",
-			Help: "Pods in the observer's cache: the treated Pods (label graceguard.io/treated=true) that exist; 0 on a standby replica.",
+			Help: "Pods in the observer's cache: the Pods labelled graceguard.io/treated=true that exist (those of namespaces graceguard does not treat by their key only); 0 on a standby replica.",
 		}),
 		namespace: namespace,
 	}

@@ -3,6 +3,7 @@ package observer
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -11,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
@@ -29,27 +29,6 @@ const (
 	ReasonHookFailed = "PreStopHookFailed"
 )
 
-// owner is a deleted Pod's controlling owner: the unit samples are
-// gathered by before they are written to its workload's report.
-type owner struct {
-	Namespace, APIVersion, Kind, Name string
-	UID                               types.UID
-	// TemplateHash is the Pod's pod-template-hash label: a ReplicaSet's
-	// Deployment is its name without "-" + hash, should the ReplicaSet
-	// already be gone.
-	TemplateHash string
-}
-
-// workload is what a report belongs to.
-type workload struct {
-	APIVersion, Kind, Name string
-	UID                    types.UID
-}
-
-func (w workload) ref() v1alpha1.WorkloadReference {
-	return v1alpha1.WorkloadReference{APIVersion: w.APIVersion, Kind: w.Kind, Name: w.Name}
-}
-
 // batch is what waits to be written for one owner.
 type batch struct {
 	pods    []deleted
@@ -57,8 +36,16 @@ type batch struct {
 }
 
 type deleted struct {
-	pod *corev1.Pod
+	pod *record
 	del Deletion
+}
+
+// task is a unit of the observer's queue: writing an owner's samples, or
+// (verify) checking its owner chain as soon as a Pod of it is seen
+// terminating, while its ReplicaSet most likely still exists.
+type task struct {
+	owner
+	verify bool
 }
 
 // maxPending bounds the samples kept for one owner while its report cannot
@@ -76,23 +63,40 @@ type observer struct {
 	cfg      Config
 	log      logr.Logger
 
+	// ns is the namespaces graceguard treats (the Namespace informer's,
+	// shared with the transforms).
+	ns       *namespaces
+	verdicts verdicts
+
 	mu        sync.Mutex
 	deletions map[types.UID]Deletion
 	hooks     map[types.UID][]HookFailure
 	pending   map[owner]*batch
-	workloads map[types.UID]workload
-	queue     workqueue.TypedRateLimitingInterface[owner]
+	queue     workqueue.TypedRateLimitingInterface[task]
 }
 
 // NeedLeaderElection: one observer records each shutdown.
 func (o *observer) NeedLeaderElection() bool { return true }
 
-// Start watches treated Pods and FailedPreStopHook events (informers are
-// created here, in the leader only) and writes reports until ctx ends;
-// then it writes what is still pending.
+// Start watches the opted-in namespaces, then treated Pods and
+// FailedPreStopHook events (informers are created here, in the leader
+// only), and writes reports until ctx ends; then it writes what is still
+// pending. The namespaces come first: the Pod and event transforms read
+// them.
 func (o *observer) Start(ctx context.Context) error {
-	o.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[owner](),
-		workqueue.TypedRateLimitingQueueConfig[owner]{Name: "graceguard-observer"})
+	o.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[task](),
+		workqueue.TypedRateLimitingQueueConfig[task]{Name: "graceguard-observer"})
+	nsi, err := o.cache.GetInformer(ctx, optedInNamespaces())
+	if err != nil {
+		return fmt.Errorf("watching opted-in namespaces: %w", err)
+	}
+	reg, err := nsi.AddEventHandler(o.ns.handler())
+	if err != nil {
+		return err
+	}
+	if !toolscache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+		return ctx.Err()
+	}
 	pods, err := o.cache.GetInformer(ctx, &corev1.Pod{})
 	if err != nil {
 		return fmt.Errorf("watching treated Pods: %w", err)
@@ -117,6 +121,7 @@ func (o *observer) Start(ctx context.Context) error {
 	if _, err := evs.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    o.eventSeen,
 		UpdateFunc: func(_, obj any) { o.eventSeen(obj) },
+		DeleteFunc: o.eventGone,
 	}); err != nil {
 		return err
 	}
@@ -150,38 +155,52 @@ func (o *observer) Start(ctx context.Context) error {
 }
 
 func (o *observer) next(ctx context.Context) bool {
-	k, quit := o.queue.Get()
+	t, quit := o.queue.Get()
 	if quit {
 		return false
 	}
-	defer o.queue.Done(k)
-	if err := o.flush(ctx, k); err != nil {
-		o.log.Error(err, "writing a ShutdownReport; retrying", "owner", k.Kind+"/"+k.Name, "namespace", k.Namespace)
-		o.queue.AddRateLimited(k)
+	defer o.queue.Done(t)
+	var err error
+	if t.verify {
+		_, err = o.verdict(ctx, t.owner)
+	} else {
+		err = o.flush(ctx, t.owner)
+	}
+	if err != nil {
+		o.log.Error(err, "writing a ShutdownReport; retrying", "owner", t.Kind+"/"+t.Name, "namespace", t.Namespace, "verifying", t.verify)
+		o.queue.AddRateLimited(t)
 		return true
 	}
-	o.queue.Forget(k)
+	o.queue.Forget(t)
 	return true
 }
 
 // podChanged remembers when a Pod's deletion was requested and with what
-// grace, the first time it is seen terminating.
+// grace, the first time it is seen terminating, and has its owner chain
+// verified then.
 func (o *observer) podChanged(obj any) {
-	pod, ok := obj.(*corev1.Pod)
+	r, ok := obj.(*record)
 	if !ok {
 		return
 	}
-	d, ok := DeletionOf(pod)
+	d, ok := r.deletion()
 	if !ok {
 		return
 	}
 	o.mu.Lock()
-	defer o.mu.Unlock()
-	if prev, seen := o.deletions[pod.UID]; seen {
+	prev, seen := o.deletions[r.uid]
+	if seen {
 		// A later delete may only shorten the grace; the request time stays.
 		d.Requested, d.Grace = prev.Requested, min(prev.Grace, d.Grace)
 	}
-	o.deletions[pod.UID] = d
+	o.deletions[r.uid] = d
+	o.mu.Unlock()
+	if !seen && r.shutdown.ownerOK {
+		k := owner{Namespace: r.namespace, ownerRef: r.shutdown.owner}
+		if _, known := o.verdicts.get(k); !known {
+			o.queue.Add(task{owner: k, verify: true})
+		}
+	}
 }
 
 // podDeleted takes the Pod's final object (the kubelet removes it once its
@@ -191,61 +210,93 @@ func (o *observer) podDeleted(obj any) {
 	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
-	pod, ok := obj.(*corev1.Pod)
+	r, ok := obj.(*record)
 	if !ok {
 		return
 	}
 	o.mu.Lock()
-	d, seen := o.deletions[pod.UID]
-	delete(o.deletions, pod.UID)
+	d, seen := o.deletions[r.uid]
+	delete(o.deletions, r.uid)
 	o.mu.Unlock()
-	if !seen {
-		o.metrics.skip(SkipDeletionUnseen)
+	var k owner
+	skip := Skip("")
+	switch s := r.shutdown; {
+	case r.ignored || !o.ns.treats(r.namespace):
+		skip = SkipNamespace
+	case !seen || s == nil:
+		skip = SkipDeletionUnseen
+	case s.ownerTooLong:
+		skip = SkipOwnerUnverified
+	case !s.ownerOK:
+		skip = SkipNoWorkload
+	default:
+		k = owner{Namespace: r.namespace, ownerRef: s.owner}
+	}
+	if skip != "" {
+		o.metrics.skip(skip)
+		o.forgetHooks(r.uid)
 		return
 	}
-	ref := metav1.GetControllerOf(pod)
-	if ref == nil {
-		o.metrics.skip(SkipNoWorkload)
-		o.forgetHooks(pod.UID)
-		return
-	}
-	k := owner{Namespace: pod.Namespace, APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UID: ref.UID, TemplateHash: pod.Labels["pod-template-hash"]}
 	o.mu.Lock()
 	b := o.pending[k]
 	if b == nil {
 		b = &batch{}
 		o.pending[k] = b
 	}
-	b.pods = append(b.pods, deleted{pod: pod, del: d})
+	b.pods = append(b.pods, deleted{pod: r, del: d})
 	o.mu.Unlock()
 	// The hook-failure events of the Pod may still be on their way: they
 	// are read when the batch is written, a flush interval from now.
-	o.queue.AddAfter(k, o.cfg.FlushInterval)
+	o.queue.AddAfter(task{owner: k}, o.cfg.FlushInterval)
 }
 
-// eventSeen keeps FailedPreStopHook events by the Pod they name.
+// eventSeen keeps FailedPreStopHook events by the Pod they name, at most
+// one per container of it.
 func (o *observer) eventSeen(obj any) {
-	ev, ok := obj.(*corev1.Event)
-	if !ok || ev.InvolvedObject.Kind != "Pod" || ev.InvolvedObject.UID == "" {
+	ev, ok := obj.(*event)
+	if !ok || ev.pod == "" {
 		return
 	}
-	at := ev.EventTime.Time
-	if at.IsZero() {
-		at = ev.LastTimestamp.Time
-	}
-	if at.IsZero() {
-		at = ev.FirstTimestamp.Time
-	}
-	h := HookFailure{Container: containerOf(ev.InvolvedObject.FieldPath), At: at.Truncate(time.Second)}
+	h := HookFailure{Container: ev.container, At: unixTime(ev.at)}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	list := o.hooks[ev.InvolvedObject.UID]
-	for _, x := range list {
-		if x == h {
+	list := o.hooks[ev.pod]
+	for i, x := range list {
+		if x.Container == h.Container {
+			// The kubelet's next failure of the same hook: the earliest
+			// after the deletion is what observe needs, the latest may be.
+			if h.At.After(x.At) {
+				list[i] = h
+			}
 			return
 		}
 	}
-	o.hooks[ev.InvolvedObject.UID] = append(list, h)
+	if len(list) < maxContainers {
+		o.hooks[ev.pod] = append(list, h)
+	}
+}
+
+// eventGone forgets an expired event (the API server keeps events for an
+// hour): failures of Pods the observer never sees deleted (untreated ones
+// share the event watch) do not pile up.
+func (o *observer) eventGone(obj any) {
+	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	ev, ok := obj.(*event)
+	if !ok || ev.pod == "" {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	list := slices.DeleteFunc(o.hooks[ev.pod], func(h HookFailure) bool {
+		return h.Container == ev.container && h.At.Equal(unixTime(ev.at))
+	})
+	if len(list) == 0 {
+		delete(o.hooks, ev.pod)
+	} else {
+		o.hooks[ev.pod] = list
+	}
 }
 
 func (o *observer) forgetHooks(uid types.UID) {
@@ -254,42 +305,56 @@ func (o *observer) forgetHooks(uid types.UID) {
 	o.mu.Unlock()
 }
 
-// containerOf reads "spec.containers{app}" (or initContainers{...}).
-func containerOf(fieldPath string) string {
-	i := strings.IndexByte(fieldPath, '{')
-	if i < 0 || !strings.HasSuffix(fieldPath, "}") {
-		return ""
-	}
-	return fieldPath[i+1 : len(fieldPath)-1]
-}
-
 // flush turns an owner's deleted Pods into samples and writes them to its
-// workload's report, then records events on the workload.
+// workload's report, then records events on the workload. Samples count
+// in the metrics only once their owner is verified.
 func (o *observer) flush(ctx context.Context, k owner) error {
 	o.mu.Lock()
 	b := o.pending[k]
+	o.mu.Unlock()
 	if b == nil {
-		o.mu.Unlock()
 		return nil
 	}
+	v, err := o.verdict(ctx, k)
+	if err != nil {
+		return err
+	}
+
+	o.mu.Lock()
 	pods := b.pods
 	b.pods = nil
 	hooks := make([][]HookFailure, len(pods))
 	for i, p := range pods {
-		hooks[i] = o.hooks[p.pod.UID]
-		delete(o.hooks, p.pod.UID)
+		hooks[i] = o.hooks[p.pod.uid]
+		delete(o.hooks, p.pod.uid)
 	}
 	o.mu.Unlock()
 
 	var fresh []v1alpha1.Sample
 	for i, p := range pods {
-		s, skip := Observe(p.pod, p.del, hooks[i])
+		s, skip := observe(p.pod, p.del, hooks[i])
 		if skip != "" {
 			o.metrics.skip(skip)
 			continue
 		}
-		o.metrics.sample(k.Namespace, s)
 		fresh = append(fresh, s)
+	}
+	if v.skip != "" {
+		// Not the workload's samples (SkipOwnerUnverified), or the
+		// workload is gone, and its report with it (SkipNoWorkload).
+		o.mu.Lock()
+		n := len(fresh) + len(b.samples)
+		b.samples = nil
+		o.mu.Unlock()
+		o.log.V(1).Info("samples dropped", "reason", string(v.skip), "owner", k.Kind+"/"+k.Name, "namespace", k.Namespace, "samples", n)
+		for range n {
+			o.metrics.skip(v.skip)
+		}
+		o.dropIfEmpty(k)
+		return nil
+	}
+	for _, s := range fresh {
+		o.metrics.sample(k.Namespace, s)
 	}
 
 	o.mu.Lock()
@@ -306,26 +371,12 @@ func (o *observer) flush(ctx context.Context, k owner) error {
 		o.dropIfEmpty(k)
 		return nil
 	}
-
-	wl, err := o.workload(ctx, k)
-	if apierrors.IsNotFound(err) {
-		// The workload is gone, and its report with it.
-		o.log.V(1).Info("workload gone; samples dropped", "owner", k.Kind+"/"+k.Name, "namespace", k.Namespace, "samples", len(samples))
-		for range samples {
-			o.metrics.skip(SkipNoWorkload)
-		}
-		o.done(k, len(samples))
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	report, err := o.record(ctx, k.Namespace, wl, samples)
+	report, err := o.record(ctx, k.Namespace, v.wl, samples)
 	if err != nil {
 		return err
 	}
 	o.done(k, len(samples))
-	o.announce(k.Namespace, wl, report, samples)
+	o.announce(k.Namespace, v.wl, report, samples)
 	return nil
 }
 
@@ -343,63 +394,18 @@ func (o *observer) done(k owner, n int) {
 
 func (o *observer) dropIfEmpty(k owner) { o.done(k, 0) }
 
-// workload resolves an owner to the workload that owns the report: a
-// ReplicaSet's Deployment, a Job's CronJob, or the owner itself.
-func (o *observer) workload(ctx context.Context, k owner) (workload, error) {
-	o.mu.Lock()
-	wl, ok := o.workloads[k.UID]
-	o.mu.Unlock()
-	if ok {
-		return wl, nil
+// verdict is the verified workload of an owner, from the cache or the API
+// server (verifyOwner).
+func (o *observer) verdict(ctx context.Context, k owner) (verdict, error) {
+	if v, ok := o.verdicts.get(k); ok {
+		return v, nil
 	}
-	wl = workload{APIVersion: k.APIVersion, Kind: k.Kind, Name: k.Name, UID: k.UID}
-	if parentKind := parentOf(k.Kind); parentKind != "" {
-		m := &metav1.PartialObjectMetadata{}
-		m.SetGroupVersionKind(gvk(k.APIVersion, k.Kind))
-		err := o.reader.Get(ctx, client.ObjectKey{Namespace: k.Namespace, Name: k.Name}, m)
-		switch {
-		case err == nil:
-			if ref := metav1.GetControllerOf(m); ref != nil && ref.Kind == parentKind {
-				wl = workload{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UID: ref.UID}
-			}
-		case apierrors.IsNotFound(err) && k.Kind == "ReplicaSet" && k.TemplateHash != "" && strings.HasSuffix(k.Name, "-"+k.TemplateHash):
-			// A Deployment may remove an old ReplicaSet while its Pods
-			// still terminate: its name is the Deployment's and the hash.
-			d := &metav1.PartialObjectMetadata{}
-			d.SetGroupVersionKind(gvk("apps/v1", "Deployment"))
-			name := strings.TrimSuffix(k.Name, "-"+k.TemplateHash)
-			if err := o.reader.Get(ctx, client.ObjectKey{Namespace: k.Namespace, Name: name}, d); err != nil {
-				return workload{}, err
-			}
-			wl = workload{APIVersion: "apps/v1", Kind: "Deployment", Name: name, UID: d.UID}
-		default:
-			return workload{}, err
-		}
+	v, err := verifyOwner(ctx, o.reader, k)
+	if err != nil {
+		return verdict{}, err
 	}
-	o.mu.Lock()
-	if len(o.workloads) > 10000 {
-		// A bounded cache: start over rather than grow with every owner
-		// the cluster ever had.
-		clear(o.workloads)
-	}
-	o.workloads[k.UID] = wl
-	o.mu.Unlock()
-	return wl, nil
-}
-
-func gvk(apiVersion, kind string) schema.GroupVersionKind {
-	gv, _ := schema.ParseGroupVersion(apiVersion)
-	return gv.WithKind(kind)
-}
-
-func parentOf(kind string) string {
-	switch kind {
-	case "ReplicaSet":
-		return "Deployment"
-	case "Job":
-		return "CronJob"
-	}
-	return ""
+	o.verdicts.put(k, v)
+	return v, nil
 }
 
 // record adds samples to the workload's report, creating it (owned by the
@@ -442,7 +448,8 @@ func (o *observer) record(ctx context.Context, ns string, wl workload, samples [
 
 // announce records Warning events on the workload for the kills and the
 // failed hooks just written: one event per kind and write, however many
-// Pods, so a mass rollout does not flood the events.
+// Pods, so a mass rollout does not flood the events. The report is the
+// events' related object.
 func (o *observer) announce(ns string, wl workload, r *v1alpha1.ShutdownReport, samples []v1alpha1.Sample) {
 	var killed, failed []v1alpha1.Sample
 	for _, s := range samples {
@@ -455,20 +462,34 @@ func (o *observer) announce(ns string, wl workload, r *v1alpha1.ShutdownReport, 
 	}
 	regarding := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: wl.Name, UID: wl.UID}}
 	regarding.SetGroupVersionKind(gvk(wl.APIVersion, wl.Kind))
-	hint := fmt.Sprintf("kubectl graceguard recommend -n %s (ShutdownReport %s)", ns, r.Name)
 	if len(killed) > 0 {
-		last := killed[len(killed)-1]
-		o.recorder.Eventf(regarding, r, corev1.EventTypeWarning, ReasonKilled, "Observe",
-			"%s SIGKILLed at the end of %ds grace after draining %ds (%s); budget %s; recommended max-work %s: %s",
-			podCount(len(killed)), last.GraceSeconds, last.DrainSeconds, podNames(killed), budgetOrNone(last.Budget), recWork(r), hint)
+		o.recorder.Eventf(regarding, r, corev1.EventTypeWarning, ReasonKilled, "Observe", "%s", killedNote(ns, recWork(r), killed))
 	}
 	if len(failed) > 0 {
-		last := failed[len(failed)-1]
-		o.recorder.Eventf(regarding, r, corev1.EventTypeWarning, ReasonHookFailed, "Observe",
-			"preStop hook failed in %s (%s): SIGTERM came at once, before the routing delay; budget %s; fix the hook (graceguard.io/prestop: sleep needs no binary in the image): %s",
-			podCount(len(failed)), podNames(failed), budgetOrNone(last.Budget), hint)
+		o.recorder.Eventf(regarding, r, corev1.EventTypeWarning, ReasonHookFailed, "Observe", "%s", failedNote(ns, failed))
 	}
 }
+
+// maxNote bounds an event's note: the API server cuts notes at 1 KiB. The
+// notes' worst case, every value at its bound, is under it (TestEventNotes),
+// so the cut only guards against what this file may come to print.
+const maxNote = 1000
+
+// killedNote says how many Pods were SIGKILLed, after what, and what to do.
+func killedNote(ns, recommended string, killed []v1alpha1.Sample) string {
+	last := killed[len(killed)-1]
+	return cut(fmt.Sprintf("%s SIGKILLed at the end of %ds grace after draining %ds (%s); budget %s; recommended max-work %s: %s",
+		podCount(len(killed)), last.GraceSeconds, last.DrainSeconds, podNames(killed), budgetOrNone(last.Budget), recommended, hint(ns)), maxNote)
+}
+
+// failedNote says which Pods' preStop hooks failed, and what to do.
+func failedNote(ns string, failed []v1alpha1.Sample) string {
+	last := failed[len(failed)-1]
+	return cut(fmt.Sprintf("preStop hook failed in %s (%s): SIGTERM came at once, before the routing delay; budget %s; fix the hook (graceguard.io/prestop: sleep needs no binary in the image): %s",
+		podCount(len(failed)), podNames(failed), budgetOrNone(last.Budget), hint(ns)), maxNote)
+}
+
+func hint(ns string) string { return "kubectl graceguard recommend -n " + ns }
 
 func recWork(r *v1alpha1.ShutdownReport) string {
 	if r.Status.Recommendation == nil {

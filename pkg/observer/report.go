@@ -13,7 +13,9 @@ const DefaultMinSamples = 5
 
 // Add records new samples in a report's status: the counters grow, the
 // window keeps the last v1alpha1.MaxSamples samples, and the summary and
-// recommendation are computed again from the window.
+// recommendation are computed again from the window. Every string of the
+// status is then within the CRD's bounds, those of samples written
+// before there were bounds included.
 func Add(st *v1alpha1.ShutdownReportStatus, samples []v1alpha1.Sample, minSamples int) {
 	for _, s := range samples {
 		st.Observed++
@@ -32,7 +34,13 @@ func Add(st *v1alpha1.ShutdownReportStatus, samples []v1alpha1.Sample, minSample
 	if n := len(st.Samples); n > v1alpha1.MaxSamples {
 		st.Samples = append([]v1alpha1.Sample(nil), st.Samples[n-v1alpha1.MaxSamples:]...)
 	}
+	for i := range st.Samples {
+		st.Samples[i] = bounded(st.Samples[i])
+	}
 	st.Summary, st.Recommendation = Summarize(st.Samples, minSamples)
+	if r := st.Recommendation; r != nil {
+		r.Reason = cut(r.Reason, v1alpha1.MaxMessageLength)
+	}
 }
 
 // Observations turns samples into the pure core's observations.
@@ -40,12 +48,25 @@ func Observations(samples []v1alpha1.Sample) []budget.Observation {
 	obs := make([]budget.Observation, len(samples))
 	for i, s := range samples {
 		obs[i] = budget.Observation{
-			Drain:      time.Duration(s.DrainSeconds) * time.Second,
+			Drain:      seconds(s.DrainSeconds),
 			Killed:     s.Outcome == v1alpha1.OutcomeKilled,
 			HookFailed: s.HookFailed,
 		}
 	}
 	return obs
+}
+
+// seconds converts whole seconds to a duration, saturating at
+// budget.Infinity instead of wrapping to a negative drain (a report's
+// numbers are whatever was written into it).
+func seconds(n int64) time.Duration {
+	switch {
+	case n <= 0:
+		return 0
+	case n > int64(budget.Infinity/time.Second):
+		return budget.Infinity
+	}
+	return time.Duration(n) * time.Second
 }
 
 // Current is the budget of the most recent sample that records one.

@@ -38,6 +38,7 @@ func Run(ctx context.Context, cfg Config, restCfg *rest.Config, reg prometheus.R
 	if err != nil {
 		return err
 	}
+	ns := newNamespaces(cfg.excluded())
 	scheme := runtime.NewScheme()
 	utilruntime.Must(corev1.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
@@ -54,16 +55,21 @@ func Run(ctx context.Context, cfg Config, restCfg *rest.Config, reg prometheus.R
 		Cache: cache.Options{
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
-				// Only the Pods graceguard treated, and of them only what a
-				// sample reads (6.5 KiB of heap per Pod, docs/observer.md).
+				// Only the names of the opted-in namespaces.
+				optedInNamespaces(): {
+					Label:     labels.SelectorFromSet(labels.Set{mutate.LabelInject: mutate.LabelInjectEnabled}),
+					Transform: leanNamespace,
+				},
+				// Only the Pods labelled treated, and of each a record of
+				// bounded size (record, docs/observer.md).
 				&corev1.Pod{}: {
 					Label:     labels.SelectorFromSet(labels.Set{mutate.LabelTreated: mutate.LabelTreatedValue}),
-					Transform: leanPod,
+					Transform: podTransform(ns),
 				},
 				// Only failed preStop hooks (events expire after an hour).
 				&corev1.Event{}: {
 					Field:     fields.OneTermEqualSelector("reason", FailedPreStopHook),
-					Transform: leanEvent,
+					Transform: eventTransform(ns),
 				},
 			},
 		},
@@ -85,10 +91,10 @@ func Run(ctx context.Context, cfg Config, restCfg *rest.Config, reg prometheus.R
 		metrics:   m,
 		cfg:       cfg,
 		log:       log,
+		ns:        ns,
 		deletions: map[types.UID]Deletion{},
 		hooks:     map[types.UID][]HookFailure{},
 		pending:   map[owner]*batch{},
-		workloads: map[types.UID]workload{},
 	}); err != nil {
 		return err
 	}
@@ -98,75 +104,10 @@ func Run(ctx context.Context, cfg Config, restCfg *rest.Config, reg prometheus.R
 	return nil
 }
 
-// leanPod keeps what Observe and the observer read of a Pod: names, owner,
-// deletion, the budget and containers annotations, each container's name,
-// preStop hook and final state. Everything else (env, volumes, probes,
-// conditions, managedFields) is dropped before the cache stores it.
-func leanPod(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
-	}
-	out := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
-		Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
-		OwnerReferences:            p.OwnerReferences,
-		DeletionTimestamp:          p.DeletionTimestamp,
-		DeletionGracePeriodSeconds: p.DeletionGracePeriodSeconds,
-	}}
-	if h, ok := p.Labels["pod-template-hash"]; ok {
-		out.Labels = map[string]string{"pod-template-hash": h}
-	}
-	for _, k := range []string{mutate.AnnotationBudget, mutate.AnnotationContainers} {
-		if v, ok := p.Annotations[k]; ok {
-			if out.Annotations == nil {
-				out.Annotations = map[string]string{}
-			}
-			out.Annotations[k] = v
-		}
-	}
-	lean := func(cs []corev1.Container) []corev1.Container {
-		if len(cs) == 0 {
-			return nil
-		}
-		l := make([]corev1.Container, len(cs))
-		for i, c := range cs {
-			l[i] = corev1.Container{Name: c.Name, RestartPolicy: c.RestartPolicy}
-			if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
-				l[i].Lifecycle = &corev1.Lifecycle{PreStop: c.Lifecycle.PreStop}
-			}
-		}
-		return l
-	}
-	out.Spec.Containers, out.Spec.InitContainers = lean(p.Spec.Containers), lean(p.Spec.InitContainers)
-	out.Spec.TerminationGracePeriodSeconds = p.Spec.TerminationGracePeriodSeconds
-	leanStatus := func(ss []corev1.ContainerStatus) []corev1.ContainerStatus {
-		var l []corev1.ContainerStatus
-		for _, s := range ss {
-			if s.State.Terminated != nil {
-				t := *s.State.Terminated
-				t.Message, t.ContainerID = "", ""
-				l = append(l, corev1.ContainerStatus{Name: s.Name, State: corev1.ContainerState{Terminated: &t}})
-			}
-		}
-		return l
-	}
-	out.Status.ContainerStatuses = leanStatus(p.Status.ContainerStatuses)
-	out.Status.InitContainerStatuses = leanStatus(p.Status.InitContainerStatuses)
-	return out, nil
-}
-
-// leanEvent keeps what a HookFailure reads of an Event.
-func leanEvent(obj any) (any, error) {
-	e, ok := obj.(*corev1.Event)
-	if !ok {
-		return obj, nil
-	}
-	return &corev1.Event{
-		ObjectMeta:     metav1.ObjectMeta{Name: e.Name, Namespace: e.Namespace, UID: e.UID, ResourceVersion: e.ResourceVersion},
-		InvolvedObject: e.InvolvedObject,
-		Reason:         e.Reason,
-		FirstTimestamp: e.FirstTimestamp,
-		LastTimestamp:  e.LastTimestamp,
-		EventTime:      e.EventTime,
-	}, nil
+// optedInNamespaces is the metadata-only Namespace object the cache
+// watches (label-selected: the opted-in ones).
+func optedInNamespaces() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	return m
 }

@@ -1,16 +1,12 @@
 package observer
 
 import (
-	"slices"
-	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/graceguard/graceguard/pkg/api/v1alpha1"
 	"github.com/graceguard/graceguard/pkg/budget"
-	"github.com/graceguard/graceguard/pkg/mutate"
 )
 
 // Deletion is what the observer saw of a Pod's deletion while the Pod
@@ -24,17 +20,6 @@ type Deletion struct {
 	// Grace is deletionGracePeriodSeconds then (the shortest seen, since a
 	// later delete may only shorten it).
 	Grace int64
-}
-
-// DeletionOf reads the deletion from a terminating Pod; ok is false when
-// the Pod is not terminating gracefully (no deletionTimestamp, or a grace
-// of 0: the final state, or a forced deletion).
-func DeletionOf(pod *corev1.Pod) (Deletion, bool) {
-	if pod.DeletionTimestamp == nil || pod.DeletionGracePeriodSeconds == nil || *pod.DeletionGracePeriodSeconds <= 0 {
-		return Deletion{}, false
-	}
-	g := *pod.DeletionGracePeriodSeconds
-	return Deletion{Requested: pod.DeletionTimestamp.Add(-time.Duration(g) * time.Second), Grace: g}, true
 }
 
 // HookFailure is a FailedPreStopHook event: the kubelet records one when a
@@ -58,83 +43,103 @@ const (
 	// SkipExitedBefore: the containers had exited before the deletion (a
 	// finished Job's Pod, a crash): nothing shut down.
 	SkipExitedBefore Skip = "exited-before-deletion"
-	// SkipNoWorkload: a Pod without a controlling owner; reports belong
-	// to workloads.
+	// SkipNoWorkload: a Pod without a controlling owner (reports belong
+	// to workloads), or whose verified ReplicaSet or Job belongs to a
+	// Deployment or CronJob that is gone, and its report with it.
 	SkipNoWorkload Skip = "no-workload"
 	// SkipBacklog: samples dropped because the workload's report could not
 	// be written for longer than it took its Pods to leave 50 more samples.
 	SkipBacklog Skip = "backlog"
+	// SkipNamespace: a Pod labelled graceguard.io/treated=true in a
+	// namespace graceguard does not treat (not labelled
+	// graceguard.io/inject=enabled, or excluded): anyone may label a Pod.
+	SkipNamespace Skip = "namespace-not-treated"
+	// SkipOwnerUnverified: the Pod's controller reference names no object
+	// that exists with that UID (forged, or already deleted), or one beyond
+	// Kubernetes' limits, or of a kind the observer may not read. Samples go
+	// to a workload only through the objects that really own the Pod.
+	SkipOwnerUnverified Skip = "owner-unverified"
+	// SkipTooManyContainers: more than 32 containers to treat (or a
+	// graceguard.io/containers list longer than 4096 bytes): graceguard
+	// treats no such Pod, and the observer keeps at most 32 per Pod.
+	SkipTooManyContainers Skip = "too-many-containers"
 )
 
 // Skips lists every Skip.
-var Skips = []Skip{SkipDeletionUnseen, SkipNotRunning, SkipExitedBefore, SkipNoWorkload, SkipBacklog}
+var Skips = []Skip{SkipDeletionUnseen, SkipNotRunning, SkipExitedBefore, SkipNoWorkload, SkipBacklog,
+	SkipNamespace, SkipOwnerUnverified, SkipTooManyContainers}
 
 // exitSIGKILL is 128 + 9, the exit code of a SIGKILLed process.
 const exitSIGKILL = 137
 
-// Observe derives the shutdown sample of a deleted Pod from its final
-// object, its deletion and the FailedPreStopHook events naming it.
+// observe derives the shutdown sample of a deleted Pod from the record of
+// its final object, its deletion and the FailedPreStopHook events naming
+// it.
 //
 // For each treated container (graceguard.io/containers, else the regular
 // containers), SIGTERM came at Requested + its preStop hook's length (or
 // when the hook failed, or at the grace if the hook outlasted it); the drain
 // runs from SIGTERM to the container's exit. A container that exited with
 // 137 (not OOMKilled) at the end of its grace was SIGKILLed. The sample is
-// the container that exited last, or a killed one.
-func Observe(pod *corev1.Pod, del Deletion, hooks []HookFailure) (v1alpha1.Sample, Skip) {
-	b, _, budgetErr := budget.ParseAnnotation(pod.Annotations[mutate.AnnotationBudget])
+// the container that exited last, or a killed one. Arithmetic is in whole
+// seconds and cannot overflow, whatever the Pod says.
+func observe(r *record, del Deletion, hooks []HookFailure) (v1alpha1.Sample, Skip) {
+	s := r.shutdown
+	if s == nil {
+		return v1alpha1.Sample{}, SkipNotRunning
+	}
+	if s.tooMany {
+		return v1alpha1.Sample{}, SkipTooManyContainers
+	}
+	requested := del.Requested.Unix()
 	var best *v1alpha1.Sample
 	ran, anyFailed := false, false
-	for _, c := range treated(pod) {
-		t := terminated(pod, c.Name)
-		if t == nil || t.FinishedAt.IsZero() {
+	for _, c := range s.containers {
+		if !c.exited {
 			continue
 		}
 		ran = true
-		exited := t.FinishedAt.Time
-		if exited.Before(del.Requested) {
+		if c.finishedAt < requested {
 			continue
 		}
-		hook, known := time.Duration(0), true
-		if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
-			hook, known = mutate.PreStopLength(c.Lifecycle.PreStop)
-			if !known && budgetErr == nil {
-				// The budget counted its routing term for the hook.
-				hook = max(hook, b.Routing)
-			}
+		hook := c.hook
+		if !c.hookKnown && s.budgetOK {
+			// The budget counted its routing term for the hook.
+			hook = max(hook, s.budget.Routing)
 		}
+		// At most 9,223,372,037 (a saturated hook) and the grace.
 		hookSecs := min(budget.CeilSeconds(hook), del.Grace)
-		sigterm := del.Requested.Add(time.Duration(hookSecs) * time.Second)
+		sigterm := requested + hookSecs
 		failed := false
 		for _, h := range hooks {
-			if h.Container == c.Name && !h.At.Before(del.Requested) {
+			if at := h.At.Unix(); h.Container == c.name && at >= requested {
 				failed, anyFailed = true, true
-				if h.At.Before(sigterm) {
-					sigterm = h.At
-				}
+				sigterm = min(sigterm, at)
 			}
 		}
-		s := v1alpha1.Sample{
-			Pod:              pod.Name,
-			Container:        c.Name,
-			Deleted:          metav1.NewTime(del.Requested),
+		smp := v1alpha1.Sample{
+			Pod:              sampleName(r.name),
+			Container:        c.name,
+			Deleted:          metav1.NewTime(unixTime(requested)),
 			GraceSeconds:     del.Grace,
 			PreStopSeconds:   hookSecs,
-			PreStopEstimated: !known,
+			PreStopEstimated: !c.hookKnown,
 			HookFailed:       failed,
-			Exited:           metav1.NewTime(exited),
-			ExitCode:         t.ExitCode,
-			Reason:           t.Reason,
+			Exited:           metav1.NewTime(unixTime(c.finishedAt)),
+			ExitCode:         c.exitCode,
+			Reason:           c.reason,
 			Outcome:          v1alpha1.OutcomeExited,
-			DrainSeconds:     max(int64(exited.Sub(sigterm)/time.Second), 0),
-			Budget:           pod.Annotations[mutate.AnnotationBudget],
+			DrainSeconds:     max(c.finishedAt-sigterm, 0),
+		}
+		if s.budgetOK {
+			smp.Budget = s.budget.Annotation(s.budgetGrace)
 		}
 		// Whole-second times: a kill at the grace reads as grace-1 at worst.
-		if t.ExitCode == exitSIGKILL && t.Reason != "OOMKilled" && exited.Sub(del.Requested) >= time.Duration(del.Grace-1)*time.Second {
-			s.Outcome = v1alpha1.OutcomeKilled
+		if c.exitCode == exitSIGKILL && !c.oomKilled && c.finishedAt-requested >= del.Grace-1 {
+			smp.Outcome = v1alpha1.OutcomeKilled
 		}
-		if best == nil || better(s, *best) {
-			best = &s
+		if best == nil || better(smp, *best) {
+			best = &smp
 		}
 	}
 	switch {
@@ -158,35 +163,4 @@ func better(a, b v1alpha1.Sample) bool {
 		return b.Exited.Before(&a.Exited)
 	}
 	return a.Container < b.Container
-}
-
-// treated lists the containers graceguard budgeted: those named in
-// graceguard.io/containers (regular containers or native sidecars), else
-// every regular container. The webhook refused Pods whose annotation does
-// not parse, so a name that matches nothing is only skipped here.
-func treated(pod *corev1.Pod) []corev1.Container {
-	v, ok := pod.Annotations[mutate.AnnotationContainers]
-	if !ok {
-		return pod.Spec.Containers
-	}
-	var out []corev1.Container
-	all := append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...)
-	for _, name := range strings.Split(v, ",") {
-		name = strings.TrimSpace(name)
-		if i := slices.IndexFunc(all, func(c corev1.Container) bool { return c.Name == name }); i >= 0 {
-			out = append(out, all[i])
-		}
-	}
-	return out
-}
-
-func terminated(pod *corev1.Pod, name string) *corev1.ContainerStateTerminated {
-	for _, list := range [][]corev1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses} {
-		for i := range list {
-			if list[i].Name == name {
-				return list[i].State.Terminated
-			}
-		}
-	}
-	return nil
 }

@@ -166,7 +166,7 @@ func TestObserve(t *testing.T) {
 			if d.Grace == 0 {
 				d = del
 			}
-			got, skip := Observe(tc.pod, d, tc.hooks)
+			got, skip := observePod(tc.pod, d, tc.hooks)
 			if skip != tc.skip {
 				t.Fatalf("skip = %q, want %q", skip, tc.skip)
 			}
@@ -177,18 +177,45 @@ func TestObserve(t *testing.T) {
 	}
 }
 
-func TestDeletionOfReadsTheRequestTime(t *testing.T) {
+// observePod is observe on the record of a deleted Pod (one the test
+// gave no deletionTimestamp is given one: only terminating Pods keep what
+// a sample reads).
+func observePod(p *corev1.Pod, del Deletion, hooks []HookFailure) (v1alpha1.Sample, Skip) {
+	if p.DeletionTimestamp == nil {
+		p = p.DeepCopy()
+		p.DeletionTimestamp = &metav1.Time{Time: del.Requested.Add(time.Duration(del.Grace) * time.Second)}
+	}
+	return observe(leanPod(p, true), del, hooks)
+}
+
+func TestDeletionReadsTheRequestTime(t *testing.T) {
 	g := int64(15)
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &metav1.Time{Time: at(15)}, DeletionGracePeriodSeconds: &g}}
-	d, ok := DeletionOf(p)
+	d, ok := leanPod(p, true).deletion()
 	if !ok || !d.Requested.Equal(t0) || d.Grace != 15 {
-		t.Errorf("DeletionOf = %+v, %v; want requested at t0 with grace 15", d, ok)
+		t.Errorf("deletion = %+v, %v; want requested at t0 with grace 15", d, ok)
 	}
 	// The kubelet's final delete: grace 0, deletionTimestamp moved to now.
 	zero := int64(0)
 	p.DeletionGracePeriodSeconds = &zero
-	if _, ok := DeletionOf(p); ok {
+	if _, ok := leanPod(p, true).deletion(); ok {
 		t.Error("a Pod with grace 0 is the final state, not the deletion request")
+	}
+	// A grace no clock can subtract: the request time stops at 1970, a
+	// time a report can hold (year 1 would be written as null).
+	huge := int64(1<<63 - 1)
+	p.DeletionGracePeriodSeconds = &huge
+	if d, ok := leanPod(p, true).deletion(); !ok || d.Requested.Unix() != 0 || d.Grace != huge {
+		t.Errorf("deletion with grace %d = %+v, %v; want requested at 1970-01-01", huge, d, ok)
+	}
+	// Not terminating, or in a namespace graceguard does not treat: no deletion kept.
+	p.DeletionGracePeriodSeconds = &g
+	if _, ok := leanPod(p, false).deletion(); ok {
+		t.Error("a Pod of a namespace graceguard does not treat keeps no deletion")
+	}
+	p.DeletionTimestamp = nil
+	if _, ok := leanPod(p, true).deletion(); ok {
+		t.Error("a running Pod has no deletion")
 	}
 }
 

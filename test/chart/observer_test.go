@@ -54,7 +54,7 @@ func TestObserverRunsApartFromTheWebhook(t *testing.T) {
 	c.Args = c.Args[1:]
 	f := flags(t, c)
 	for k, want := range map[string]string{"flush-interval": "10s", "min-samples": "5", "leader-elect": "true", "metrics-namespace-label": "false",
-		"metrics-bind-address": ":8080", "health-probe-bind-address": ":8081"} {
+		"metrics-bind-address": ":8080", "health-probe-bind-address": ":8081", "excluded-namespaces": "kube-system"} {
 		if f[k] != want {
 			t.Errorf("--%s=%q, want %q", k, f[k], want)
 		}
@@ -76,9 +76,10 @@ func TestObserverRunsApartFromTheWebhook(t *testing.T) {
 		t.Errorf("observer runs as %q; want its own ServiceAccount %s, rendered", pod.Spec.ServiceAccountName, observerName)
 	}
 
-	r = render(t, "observer: {flushInterval: 1m, minSamples: 20, metricsNamespaceLabel: true, replicaCount: 2}")
+	r = render(t, "observer: {flushInterval: 1m, minSamples: 20, metricsNamespaceLabel: true, replicaCount: 2}\nconfig: {excludedNamespaces: [monitoring]}")
 	f = flags(t, corev1.Container{Args: r.observer(t).Spec.Template.Spec.Containers[0].Args[1:]})
-	if f["flush-interval"] != "1m" || f["min-samples"] != "20" || f["metrics-namespace-label"] != "true" || *r.observer(t).Spec.Replicas != 2 {
+	if f["flush-interval"] != "1m" || f["min-samples"] != "20" || f["metrics-namespace-label"] != "true" || *r.observer(t).Spec.Replicas != 2 ||
+		f["excluded-namespaces"] != "kube-system,monitoring" || f["excluded-namespaces"] != flags(t, r.container(t))["excluded-namespaces"] {
 		t.Errorf("values do not reach the observer: %v", f)
 	}
 	mustContain(t, "the error", renderErr(t, "observer: {flushInterval: 20m}"), "observer.flushInterval: 20m is out of range; want 10ms to 10m")
@@ -121,12 +122,19 @@ func TestObserverRBACIsLeastPrivilege(t *testing.T) {
 		{cr.Rules, "", "pods", "update", false},
 		{cr.Rules, "", "pods", "delete", false},
 		{cr.Rules, "", "events", "watch", true},
+		{cr.Rules, "", "namespaces", "watch", true},
+		{cr.Rules, "", "namespaces", "update", false},
+		{cr.Rules, "", "replicationcontrollers", "get", true},
 		{cr.Rules, "", "secrets", "get", false},
 		{cr.Rules, "apps", "replicasets", "get", true},
 		{cr.Rules, "apps", "replicasets", "list", false},
+		{cr.Rules, "apps", "statefulsets", "get", true},
+		{cr.Rules, "apps", "daemonsets", "get", true},
+		{cr.Rules, "apps", "statefulsets", "list", false},
 		{cr.Rules, "apps", "deployments", "update", false},
 		{cr.Rules, "apps", "deployments", "patch", false},
 		{cr.Rules, "batch", "jobs", "get", true},
+		{cr.Rules, "batch", "cronjobs", "get", true},
 		{cr.Rules, "graceguard.io", "shutdownreports", "create", true},
 		{cr.Rules, "graceguard.io", "shutdownreports", "update", false},
 		{cr.Rules, "graceguard.io", "shutdownreports", "delete", false},

@@ -295,7 +295,9 @@ var _ = Describe("the shutdown observer", Ordered, func() {
 			e := evs.Items[0]
 			g.Expect([]string{e.Type, e.Reason, string(e.InvolvedObject.UID)}).To(Equal([]string{"Warning", observer.ReasonKilled, string(dep.UID)}))
 			g.Expect(e.Message).To(Equal("1 Pod SIGKILLed at the end of 15s grace after draining 10s (web-7d9f8c6b5-kill1 container app); " +
-				"budget routing=5s work=5s cleanup=2s margin=3s grace=15s; recommended max-work 21s: " + hint + " (ShutdownReport deployment-web)"))
+				"budget routing=5s work=5s cleanup=2s margin=3s grace=15s; recommended max-work 21s: " + hint))
+			g.Expect(e.Related).NotTo(BeNil())
+			g.Expect([]string{e.Related.Kind, e.Related.Name}).To(Equal([]string{"ShutdownReport", "deployment-web"}), "the report is the event's related object")
 		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
 		Eventually(func(g Gomega) {
 			evs := must(kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=StatefulSet,involvedObject.name=db"}))
@@ -303,7 +305,8 @@ var _ = Describe("the shutdown observer", Ordered, func() {
 			g.Expect(evs.Items[0].Reason).To(Equal(observer.ReasonHookFailed))
 			g.Expect(evs.Items[0].Message).To(Equal("preStop hook failed in 1 Pod (db-0 container app): SIGTERM came at once, before the routing delay; " +
 				"budget routing=5s work=20s cleanup=2s margin=3s grace=30s; fix the hook (graceguard.io/prestop: sleep needs no binary in the image): " +
-				hint + " (ShutdownReport statefulset-db)"))
+				hint))
+			g.Expect(evs.Items[0].Related.Name).To(Equal("statefulset-db"))
 		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
 
 		By("metrics: the drain histogram by outcome, kills, failed hooks, and the skipped bare Pod")
@@ -313,7 +316,8 @@ var _ = Describe("the shutdown observer", Ordered, func() {
 			To(Equal([]float64{2, 9, 1, 10}), "exited: 7s + 2s; killed: 10s")
 		Expect(metricValue(reg, "graceguard_observed_kills_total", nil).GetCounter().GetValue()).To(Equal(1.0))
 		Expect(metricValue(reg, "graceguard_observed_prestop_failures_total", nil).GetCounter().GetValue()).To(Equal(1.0))
-		for reason, want := range map[observer.Skip]float64{observer.SkipNoWorkload: 1, observer.SkipDeletionUnseen: 0, observer.SkipNotRunning: 0, observer.SkipExitedBefore: 0, observer.SkipBacklog: 0} {
+		for reason, want := range map[observer.Skip]float64{observer.SkipNoWorkload: 1, observer.SkipDeletionUnseen: 0, observer.SkipNotRunning: 0, observer.SkipExitedBefore: 0, observer.SkipBacklog: 0,
+			observer.SkipNamespace: 0, observer.SkipOwnerUnverified: 0, observer.SkipTooManyContainers: 0} {
 			Expect(metricValue(reg, "graceguard_observer_skipped_total", map[string]string{"reason": string(reason)}).GetCounter().GetValue()).
 				To(Equal(want), "skipped, reason %s", reason)
 		}
@@ -364,6 +368,153 @@ spec:
 		Expect(applied.Spec.Template.Annotations).To(Equal(map[string]string{mutate.AnnotationMaxWork: "21s"}))
 		Expect(applied.Spec.Template.Labels).To(Equal(labels), "the rest of the template is left alone")
 		Expect(applied.Spec.Template.Spec.Containers).To(HaveLen(1))
+	})
+
+	skipped := func(reason observer.Skip) float64 {
+		GinkgoHelper()
+		return metricValue(reg, "graceguard_observer_skipped_total", map[string]string{"reason": string(reason)}).GetCounter().GetValue()
+	}
+	report := func(ctx context.Context, namespace, name string) func(Gomega) v1alpha1.ShutdownReport {
+		return func(g Gomega) v1alpha1.ShutdownReport {
+			u, err := dyn.Resource(reportsGVR).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			b, err := u.MarshalJSON()
+			g.Expect(err).NotTo(HaveOccurred())
+			var r v1alpha1.ShutdownReport
+			g.Expect(yaml.Unmarshal(b, &r)).To(Succeed())
+			return r
+		}
+	}
+	ownedPod := func(ctx context.Context, namespace, name string, labels, annotations map[string]string, ref metav1.OwnerReference, containers ...corev1.Container) *corev1.Pod {
+		GinkgoHelper()
+		p := pod(name, annotations, containers...)
+		p.Labels, p.Spec.NodeName, p.OwnerReferences = labels, "node-1", []metav1.OwnerReference{ref}
+		return must(kube.CoreV1().Pods(namespace).Create(ctx, p, metav1.CreateOptions{}))
+	}
+	statefulSet := func(ctx context.Context, namespace, name string) *appsv1.StatefulSet {
+		GinkgoHelper()
+		l := map[string]string{"app": name}
+		return must(kube.AppsV1().StatefulSets(namespace).Create(ctx, &appsv1.StatefulSet{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: appsv1.StatefulSetSpec{Selector: &metav1.LabelSelector{MatchLabels: l}, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: l},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.local/app:1"}}},
+			}},
+		}, metav1.CreateOptions{}))
+	}
+
+	It("ignores Pods labelled treated in a namespace that did not opt in", func(ctx SpecContext) {
+		plain := newNamespace(ctx, "hostile", nil, nil)
+		kl := kubelet{plain}
+		sts := statefulSet(ctx, plain, "db")
+		before := skipped(observer.SkipNamespace)
+
+		By("anyone may label a Pod graceguard.io/treated=true, with a real owner")
+		p := ownedPod(ctx, plain, "db-0", map[string]string{mutate.LabelTreated: mutate.LabelTreatedValue, "app": "db"}, nil,
+			ownerRef("apps/v1", "StatefulSet", "db", sts.UID))
+		Expect(p.Labels).To(HaveKeyWithValue(mutate.LabelTreated, mutate.LabelTreatedValue))
+		Expect(p.Annotations).NotTo(HaveKey(mutate.AnnotationBudget), "graceguard never saw it")
+		Eventually(func(g Gomega) {
+			treated := must(kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: mutate.LabelTreated + "=" + mutate.LabelTreatedValue}))
+			g.Expect(metricValue(reg, "graceguard_observer_pods", nil).GetGauge().GetValue()).To(Equal(float64(len(treated.Items))))
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		kl.run(ctx, p)
+		kl.shutdown(ctx, p, 137, "Error", 30*time.Second, false)
+
+		By("no sample, counted as namespace-not-treated; no report")
+		Eventually(func() float64 { return skipped(observer.SkipNamespace) }).WithContext(ctx).WithTimeout(20 * time.Second).Should(Equal(before + 1))
+		Consistently(func() int {
+			return len(must(dyn.Resource(reportsGVR).Namespace(plain).List(ctx, metav1.ListOptions{})).Items)
+		}).WithContext(ctx).WithTimeout(2 * time.Second).Should(BeZero())
+	})
+
+	It("attributes no sample of a Pod whose ReplicaSet is made up to the Deployment its name points at", func(ctx SpecContext) {
+		shop := optedIn(ctx, "forged")
+		kl := kubelet{shop}
+		labels := map[string]string{"app": "web"}
+		dep := must(kube.AppsV1().Deployments(shop).Create(ctx, &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: "web"},
+			Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.local/app:1"}}},
+			}},
+		}, metav1.CreateOptions{}))
+		rsLabels := map[string]string{"app": "web", "pod-template-hash": "7d9f8c6b5"}
+		rs := must(kube.AppsV1().ReplicaSets(shop).Create(ctx, &appsv1.ReplicaSet{
+			ObjectMeta: metav1.ObjectMeta{Name: "web-7d9f8c6b5", Labels: rsLabels, OwnerReferences: []metav1.OwnerReference{ownerRef("apps/v1", "Deployment", "web", dep.UID)}},
+			Spec: appsv1.ReplicaSetSpec{Selector: &metav1.LabelSelector{MatchLabels: rsLabels}, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: rsLabels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.local/app:1"}}},
+			}},
+		}, metav1.CreateOptions{}))
+
+		By("a real Pod of the Deployment, drained cleanly: its report")
+		real := ownedPod(ctx, shop, "web-7d9f8c6b5-a1b2c", rsLabels, nil, ownerRef("apps/v1", "ReplicaSet", rs.Name, rs.UID))
+		kl.run(ctx, real)
+		kl.shutdown(ctx, real, 0, "Completed", 3*time.Second, false)
+		var web v1alpha1.ShutdownReport
+		Eventually(func(g Gomega) {
+			web = report(ctx, shop, "deployment-web")(g)
+			g.Expect(web.Status.Observed).To(Equal(int64(1)))
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		Expect(web.Status.KillsObserved).To(BeZero())
+
+		By("Pods naming a ReplicaSet that does not exist, with a matching pod-template-hash, or the real one's name with another UID, all SIGKILLed")
+		before := skipped(observer.SkipOwnerUnverified)
+		madeUp := map[string]string{"app": "web", "pod-template-hash": "5f6d7c8b9"}
+		forged := []*corev1.Pod{
+			ownedPod(ctx, shop, "web-5f6d7c8b9-evil1", madeUp, nil, ownerRef("apps/v1", "ReplicaSet", "web-5f6d7c8b9", "0f6ad2c4-8b0e-4b6e-9d55-7b1f0e0c1a2b")),
+			ownedPod(ctx, shop, "web-7d9f8c6b5-evil2", rsLabels, nil, ownerRef("apps/v1", "ReplicaSet", rs.Name, "5c1d9a8e-7f0b-4c1e-8a4d-2e9b6f3c7d10")),
+			ownedPod(ctx, shop, "web-evil3", labels, nil, ownerRef("apps/v1", "Deployment", "web", "a0c4f1d2-3b5e-4f67-8a9b-0c1d2e3f4a5b")),
+		}
+		for _, p := range forged {
+			Expect(p.Labels).To(HaveKeyWithValue(mutate.LabelTreated, mutate.LabelTreatedValue))
+			kl.run(ctx, p)
+			kl.shutdown(ctx, p, 137, "Error", 30*time.Second, false)
+		}
+
+		By("counted as owner-unverified; the Deployment's report is unchanged, and so is what max-work: auto reads")
+		Eventually(func() float64 { return skipped(observer.SkipOwnerUnverified) }).WithContext(ctx).WithTimeout(20 * time.Second).Should(Equal(before + 3))
+		Consistently(func(g Gomega) {
+			after := report(ctx, shop, "deployment-web")(g)
+			g.Expect(after.Status).To(Equal(web.Status))
+		}).WithContext(ctx).WithTimeout(2 * time.Second).Should(Succeed())
+		all := must(dyn.Resource(reportsGVR).Namespace(shop).List(ctx, metav1.ListOptions{}))
+		Expect(all.Items).To(HaveLen(1), "no report for the made-up ReplicaSet either")
+		evs := must(kube.CoreV1().Events(shop).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Deployment,involvedObject.name=web"}))
+		Expect(evs.Items).To(BeEmpty(), "no ShutdownKilled event on the Deployment")
+	})
+
+	It("records a Pod with a 1 MiB preStop exec and a 250 KiB budget with bounded fields", func(ctx SpecContext) {
+		big := newNamespace(ctx, "big", map[string]string{mutate.LabelInject: mutate.LabelInjectEnabled, mutate.LabelMode: string(mutate.ModeWarn)}, nil)
+		kl := kubelet{big}
+		sts := statefulSet(ctx, big, "big")
+
+		By("a Pod labelled treated by hand in a warn-mode namespace (graceguard changes nothing there), a megabyte of hook, a quarter megabyte of budget")
+		script := "sleep 5; " + strings.Repeat("x", 1<<20)
+		hook := &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", script}}}}
+		huge := "routing=5s work=5s cleanup=2s margin=3s grace=15s " + strings.Repeat("x", 250<<10)
+		name := "big-" + strings.Repeat("p", 59)
+		p := ownedPod(ctx, big, name, map[string]string{mutate.LabelTreated: mutate.LabelTreatedValue, "app": "big"},
+			map[string]string{mutate.AnnotationBudget: huge}, ownerRef("apps/v1", "StatefulSet", "big", sts.UID),
+			corev1.Container{Name: strings.Repeat("c", 63), Image: "registry.local/app:1", Lifecycle: hook})
+		Expect(p.Annotations[mutate.AnnotationBudget]).To(Equal(huge), "warn mode leaves the budget as it is")
+		kl.run(ctx, p)
+		kl.shutdown(ctx, p, 137, "Error", 30*time.Second, false)
+
+		By("the sample: bounded fields, no budget (250 KiB does not parse), the hook's length unknown")
+		var r v1alpha1.ShutdownReport
+		Eventually(func(g Gomega) {
+			r = report(ctx, big, "statefulset-big")(g)
+			g.Expect(r.Status.Samples).To(HaveLen(1))
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		s := r.Status.Samples[0]
+		Expect([]any{s.Pod, s.Container, s.Budget, s.PreStopEstimated, s.Outcome, s.GraceSeconds}).
+			To(Equal([]any{name, strings.Repeat("c", 63), "", true, v1alpha1.OutcomeKilled, int64(30)}))
+		u := must(dyn.Resource(reportsGVR).Namespace(big).Get(ctx, "statefulset-big", metav1.GetOptions{}))
+		b := must(u.MarshalJSON())
+		GinkgoWriter.Printf("the stored report, managedFields included: %d bytes\n", len(b))
+		Expect(len(b)).To(BeNumerically("<", 4<<10))
 	})
 
 	It("says where there is nothing to recommend from, and refuses bad flags", func(ctx SpecContext) {

@@ -4,8 +4,43 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// MaxSamples bounds the samples a report keeps: the most recent ones.
-const MaxSamples = 50
+// Bounds of a report. The observer never writes more (pkg/observer cuts or
+// drops what would exceed them), and the CRD's validation says the same:
+// its kubebuilder markers below are these numbers (TestCRDStatesTheBounds).
+const (
+	// MaxSamples bounds the samples a report keeps: the most recent ones.
+	MaxSamples = 50
+	// MaxNameLength is an object name's: a DNS subdomain.
+	MaxNameLength = 253
+	// MaxKindLength is a kind's: its lower case is a DNS label (CRDs are
+	// validated so, and the built-in kinds are shorter).
+	MaxKindLength = 63
+	// MaxAPIVersionLength is group/version: a DNS subdomain, "/", a DNS
+	// label.
+	MaxAPIVersionLength = 253 + 1 + 63
+	// MaxPodNameLength is a sample's Pod name. The Pods of every built-in
+	// controller have names of at most 63 bytes (generated names are cut
+	// to 58 and given 5 random characters; a StatefulSet's Pod name is a
+	// label value); a longer name is cut to 52 bytes and given "-" and 10
+	// hex digits of its hash, so that it stays distinct.
+	MaxPodNameLength = 63
+	// MaxContainerNameLength is a container name's: a DNS label.
+	MaxContainerNameLength = 63
+	// MaxReasonLength is a sample's exit reason: the kubelet's and the
+	// runtimes' reasons are single words (the longest,
+	// ContainerStatusUnknown, has 22 bytes); a longer one is cut.
+	MaxReasonLength = 32
+	// MaxBudgetLength is a budget: the observer writes it again from the
+	// numbers it parsed, at most 145 bytes (five terms of at most 1h, each
+	// printed in at most 16 bytes, and a grace of at most 19 digits).
+	MaxBudgetLength = 160
+	// MaxDurationLength is a printed duration: the longest Go duration,
+	// "2562047h47m16.854775807s", has 24 bytes.
+	MaxDurationLength = 32
+	// MaxMessageLength is a recommendation's reason: one sentence with
+	// a few numbers in it (at most about 250 bytes).
+	MaxMessageLength = 512
+)
 
 // ShutdownReport is what graceguard observed of one workload's Pod
 // shutdowns: the last samples, their summary and the max-work they support.
@@ -46,12 +81,15 @@ type ShutdownReportSpec struct {
 type WorkloadReference struct {
 	// APIVersion of the workload, e.g. apps/v1.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=317
 	APIVersion string `json:"apiVersion"`
 	// Kind of the workload, e.g. Deployment.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
 	Kind string `json:"kind"`
 	// Name of the workload.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
 }
 
@@ -94,19 +132,25 @@ type Summary struct {
 	// DrainP50, DrainP95 and DrainMax are over the drains (SIGTERM to exit)
 	// that ended on their own; empty when every sample was killed.
 	// +optional
+	// +kubebuilder:validation:MaxLength=32
 	DrainP50 string `json:"drainP50,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=32
 	DrainP95 string `json:"drainP95,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=32
 	DrainMax string `json:"drainMax,omitempty"`
 	// DrainCut is the longest drain a SIGKILL cut short.
 	// +optional
+	// +kubebuilder:validation:MaxLength=32
 	DrainCut string `json:"drainCut,omitempty"`
 	// Budget is the graceguard.io/budget of the most recent sample.
 	// +optional
+	// +kubebuilder:validation:MaxLength=160
 	Budget string `json:"budget,omitempty"`
 	// MaxWork is the work term of Budget.
 	// +optional
+	// +kubebuilder:validation:MaxLength=32
 	MaxWork string `json:"maxWork,omitempty"`
 	// Grace is the grace period of the most recent sample, in seconds.
 	// +optional
@@ -116,6 +160,7 @@ type Summary struct {
 // Recommendation is the graceguard.io/max-work the samples support.
 type Recommendation struct {
 	// MaxWork is the value for graceguard.io/max-work, e.g. "21s".
+	// +kubebuilder:validation:MaxLength=32
 	MaxWork string `json:"maxWork"`
 	// Grace is the grace period that max-work gives, with the other terms
 	// of the current budget.
@@ -124,6 +169,7 @@ type Recommendation struct {
 	// recommendation is then only an indication.
 	Enough bool `json:"enough"`
 	// Reason explains the value.
+	// +kubebuilder:validation:MaxLength=512
 	Reason string `json:"reason"`
 }
 
@@ -140,9 +186,12 @@ const (
 
 // Sample is one Pod's shutdown. Times are the API's, in whole seconds.
 type Sample struct {
-	// Pod is the Pod's name.
+	// Pod is the Pod's name; one longer than 63 bytes is cut to 52 and
+	// ends in "-" and 10 hex digits of its hash.
+	// +kubebuilder:validation:MaxLength=63
 	Pod string `json:"pod"`
 	// Container is the treated container that exited last.
+	// +kubebuilder:validation:MaxLength=63
 	Container string `json:"container"`
 	// Deleted is when the deletion was requested:
 	// deletionTimestamp - deletionGracePeriodSeconds.
@@ -165,16 +214,20 @@ type Sample struct {
 	Exited metav1.Time `json:"exited"`
 	// ExitCode is the container's exit code; 137 is SIGKILL.
 	ExitCode int32 `json:"exitCode"`
-	// Reason is the container runtime's reason (Completed, Error, ...).
+	// Reason is the container runtime's reason (Completed, Error, ...),
+	// cut to 32 bytes.
 	// +optional
+	// +kubebuilder:validation:MaxLength=32
 	Reason string `json:"reason,omitempty"`
 	// Outcome is Exited or Killed.
 	Outcome Outcome `json:"outcome"`
 	// DrainSeconds runs from SIGTERM to the exit; for a killed container, to
 	// the kill (the drain needed was longer).
 	DrainSeconds int64 `json:"drainSeconds"`
-	// Budget is the Pod's graceguard.io/budget annotation.
+	// Budget is the Pod's graceguard.io/budget annotation, written again
+	// from the numbers it holds; empty when it does not parse.
 	// +optional
+	// +kubebuilder:validation:MaxLength=160
 	Budget string `json:"budget,omitempty"`
 }
 

@@ -1,0 +1,340 @@
+package observer
+
+import (
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/graceguard/graceguard/pkg/api/v1alpha1"
+	"github.com/graceguard/graceguard/pkg/budget"
+	"github.com/graceguard/graceguard/pkg/mutate"
+)
+
+// Bounds of what the observer keeps of a Pod. Kubernetes' own limits where
+// it has them; the record's worst case follows from them (maxRecordBytes).
+const (
+	// maxContainers is how many treated containers a record keeps: the
+	// webhook treats at most that many (mutate.MaxTreatedContainers). A Pod
+	// that names more gives no sample (SkipTooManyContainers).
+	maxContainers = mutate.MaxTreatedContainers
+	// maxUIDLength: the API server makes every UID an RFC 4122 UUID.
+	maxUIDLength = 36
+	// maxResourceVersionLength: an etcd revision, a decimal uint64.
+	maxResourceVersionLength = 20
+	// maxNamespaceLength: a namespace name is a DNS label.
+	maxNamespaceLength = 63
+
+	// maxRecordBytes is the most heap a record holds: a terminating Pod's,
+	// every kept field at its bound, each allocation rounded up to the Go
+	// runtime's size class (docs/observer.md adds it up; the tests derive
+	// it from the types and measure it).
+	maxRecordBytes = 6440
+	// maxRunningRecordBytes is a key-only record's: a Pod not terminating,
+	// or in a namespace graceguard does not treat.
+	maxRunningRecordBytes = 472
+)
+
+// record is what the observer keeps of a labelled Pod: the informer's
+// transform (leanPod) builds it from each version of the Pod the API
+// server sends, and the cache stores it instead of the Pod.
+//
+// A Pod that is not terminating, or whose namespace graceguard does not
+// treat, keeps its key only (namespace, name, UID, resourceVersion): a
+// sample reads the Pod's final object, and every state from the deletion
+// request on is transformed again, in full, as it arrives. Only
+// terminating Pods carry a shutdown, of bounded size whatever the Pod
+// holds (maxRecordBytes).
+//
+// It is not a *corev1.Pod on purpose: an empty Pod struct alone is 1,240
+// bytes, more than a whole running Pod's record. The informer needs only
+// what metav1.Object gives (its key, the resourceVersion that tells
+// updates from resyncs); nothing reads Pods from the observer's cache.
+type record struct {
+	objectMeta
+	// ignored: the namespace was not one graceguard treats when this
+	// version of the Pod arrived.
+	ignored bool
+	// shutdown is nil unless the Pod is terminating in a treated namespace.
+	shutdown *shutdown
+}
+
+// shutdown is what a sample needs of a terminating Pod.
+type shutdown struct {
+	// deletedAt is deletionTimestamp and grace deletionGracePeriodSeconds,
+	// in whole seconds (the API's precision).
+	deletedAt, grace int64
+	// owner is the Pod's controller reference, when it has one within
+	// Kubernetes' limits (ownerOK); ownerTooLong says it had one beyond.
+	owner ownerRef
+	// budget is graceguard.io/budget, parsed (budgetOK), never the text.
+	budget      budget.Budget
+	budgetGrace int64
+	// containers are the treated containers, in graceguard's order.
+	containers []container
+
+	hasGrace, ownerOK, ownerTooLong, budgetOK bool
+	// tooMany: more treated containers than maxContainers, or a
+	// graceguard.io/containers list too long to read.
+	tooMany bool
+}
+
+// ownerRef is a controller reference, each field within Kubernetes' limits.
+type ownerRef struct {
+	APIVersion, Kind, Name string
+	UID                    types.UID
+}
+
+// container is a treated container: its preStop hook's length (as
+// mutate.PreStopLength reads it) and its final state.
+type container struct {
+	name string
+	// reason is the runtime's reason, cut to v1alpha1.MaxReasonLength.
+	reason string
+	// finishedAt is the terminated state's finishedAt in Unix seconds,
+	// when exited is set.
+	finishedAt int64
+	hook       time.Duration
+	exitCode   int32
+	hookKnown  bool
+	exited     bool
+	// oomKilled is the reason before it was cut.
+	oomKilled bool
+}
+
+// podTransform returns the Pod informer's transform: Pods in namespaces ns
+// does not treat keep their key only.
+func podTransform(ns *namespaces) func(any) (any, error) {
+	return func(obj any) (any, error) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			// Already a record (a resync hands the cache's own object back).
+			return obj, nil
+		}
+		return leanPod(p, ns.treats(p.Namespace)), nil
+	}
+}
+
+// leanPod builds the record of a Pod. Every string kept is a copy, so
+// that no part of the Pod outlives the transform.
+func leanPod(p *corev1.Pod, treated bool) *record {
+	r := &record{objectMeta: metaOf(&p.ObjectMeta), ignored: !treated}
+	if !treated || p.DeletionTimestamp == nil {
+		return r
+	}
+	s := &shutdown{deletedAt: clampUnix(p.DeletionTimestamp.Unix())}
+	if g := p.DeletionGracePeriodSeconds; g != nil {
+		s.grace, s.hasGrace = *g, true
+	}
+	if ref := metav1.GetControllerOf(p); ref != nil {
+		if o, ok := boundedRef(ref.APIVersion, ref.Kind, ref.Name, ref.UID); ok {
+			s.owner, s.ownerOK = o, true
+		} else {
+			s.ownerTooLong = true
+		}
+	}
+	if v, ok := p.Annotations[mutate.AnnotationBudget]; ok && len(v) <= mutate.MaxAnnotationValueLength {
+		if b, g, err := budget.ParseAnnotation(v); err == nil && len(b.Annotation(g)) <= v1alpha1.MaxBudgetLength {
+			s.budget, s.budgetGrace, s.budgetOK = b, g, true
+		}
+	}
+	s.containers, s.tooMany = treatedContainers(p)
+	r.shutdown = s
+	return r
+}
+
+// boundedRef copies a reference whose fields are within Kubernetes'
+// limits; ok is false for one beyond them, which no real object has.
+func boundedRef(apiVersion, kind, name string, uid types.UID) (ownerRef, bool) {
+	if apiVersion == "" || kind == "" || name == "" || uid == "" ||
+		len(apiVersion) > v1alpha1.MaxAPIVersionLength || len(kind) > v1alpha1.MaxKindLength ||
+		len(name) > v1alpha1.MaxNameLength || len(uid) > maxUIDLength {
+		return ownerRef{}, false
+	}
+	return ownerRef{APIVersion: strings.Clone(apiVersion), Kind: strings.Clone(kind), Name: strings.Clone(name),
+		UID: types.UID(strings.Clone(string(uid)))}, true
+}
+
+// treatedContainers lists the containers graceguard budgeted: those named
+// in graceguard.io/containers (regular containers or native sidecars),
+// else every regular container, with their final states. The webhook
+// refused Pods whose annotation does not parse, so a name that matches
+// nothing is only skipped here. tooMany reports more than maxContainers,
+// or an annotation longer than any the webhook reads; then none is kept.
+// The work is linear in the Pod, whatever its annotation names.
+func treatedContainers(p *corev1.Pod) (_ []container, tooMany bool) {
+	var specs []*corev1.Container
+	if v, ok := p.Annotations[mutate.AnnotationContainers]; ok {
+		if len(v) > mutate.MaxAnnotationValueLength {
+			return nil, true
+		}
+		byName := make(map[string]*corev1.Container, len(p.Spec.InitContainers)+len(p.Spec.Containers))
+		for _, list := range [][]corev1.Container{p.Spec.Containers, p.Spec.InitContainers} {
+			for i := range list {
+				// Init containers first, as the webhook finds them.
+				byName[list[i].Name] = &list[i]
+			}
+		}
+		seen := map[string]bool{}
+		for name := range strings.SplitSeq(v, ",") {
+			name = strings.TrimSpace(name)
+			if c := byName[name]; c != nil && !seen[name] {
+				seen[name] = true
+				specs = append(specs, c)
+			}
+		}
+	} else {
+		for i := range p.Spec.Containers {
+			specs = append(specs, &p.Spec.Containers[i])
+		}
+	}
+	if len(specs) > maxContainers {
+		return nil, true
+	}
+	out := make([]container, 0, len(specs))
+	index := make(map[string]int, len(specs))
+	for _, c := range specs {
+		if len(c.Name) > v1alpha1.MaxContainerNameLength {
+			continue // not a DNS label: the API server admits no such container
+		}
+		k := container{name: strings.Clone(c.Name), hookKnown: true}
+		if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
+			k.hook, k.hookKnown = hookLength(c.Lifecycle.PreStop)
+		}
+		index[c.Name] = len(out)
+		out = append(out, k)
+	}
+	// The first status of a name speaks for it, regular containers first.
+	seen := make(map[string]bool, len(out))
+	for _, list := range [][]corev1.ContainerStatus{p.Status.ContainerStatuses, p.Status.InitContainerStatuses} {
+		for i := range list {
+			st := &list[i]
+			j, ok := index[st.Name]
+			if !ok || seen[st.Name] {
+				continue
+			}
+			seen[st.Name] = true
+			if t := st.State.Terminated; t != nil && !t.FinishedAt.IsZero() {
+				k := &out[j]
+				k.exited, k.finishedAt, k.exitCode = true, clampUnix(t.FinishedAt.Unix()), t.ExitCode
+				k.reason, k.oomKilled = strings.Clone(cut(t.Reason, v1alpha1.MaxReasonLength)), t.Reason == "OOMKilled"
+			}
+		}
+	}
+	return out, false
+}
+
+// maxHookBytes bounds the exec command of a preStop hook the transform
+// reads (as graceguard's annotations are bounded): a longer one is a
+// script whose length the spec cannot tell, and reading a megabyte of it
+// at every update of the Pod would only find a lower bound. It is taken
+// as of unknown length, so the budget's routing term stands for it.
+const maxHookBytes = mutate.MaxAnnotationValueLength
+
+// hookLength is mutate.PreStopLength, the sample code's reading of a hook,
+// for hooks of bounded size.
+func hookLength(h *corev1.LifecycleHandler) (time.Duration, bool) {
+	if h.Exec != nil {
+		n := 0
+		for _, a := range h.Exec.Command {
+			if n += len(a) + 1; n > maxHookBytes {
+				return 0, false
+			}
+		}
+	}
+	return mutate.PreStopLength(h)
+}
+
+// cut returns s, or its first n bytes ending on a whole UTF-8 character.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// Unix seconds of 1970-01-01 and 9999-12-31T23:59:59Z: the times a sample
+// writes. RFC 3339 has four-digit years, and a metav1.Time at year 1 is
+// its zero, written as null, which the CRD refuses for a sample's times.
+const (
+	minUnix = 0
+	maxUnix = 253402300799
+)
+
+func clampUnix(s int64) int64 { return min(max(s, minUnix), maxUnix) }
+
+func unixTime(s int64) time.Time { return time.Unix(s, 0).UTC() }
+
+// deletion reads the deletion from a terminating Pod's record; ok is false
+// when the Pod is not terminating gracefully (no deletionTimestamp, or a
+// grace of 0: the final state, or a forced deletion).
+func (r *record) deletion() (Deletion, bool) {
+	s := r.shutdown
+	if s == nil || !s.hasGrace || s.grace <= 0 {
+		return Deletion{}, false
+	}
+	return Deletion{Requested: unixTime(clampUnix(satSub(s.deletedAt, s.grace))), Grace: s.grace}, true
+}
+
+// satSub is a - b for b >= 0, saturating instead of wrapping.
+func satSub(a, b int64) int64 {
+	if a < minUnix || b > a-minUnix {
+		return minUnix
+	}
+	return a - b
+}
+
+// event is what the observer keeps of a FailedPreStopHook event: the Pod
+// and container it names and when. Events of other kinds of objects, of
+// namespaces graceguard does not treat, or naming a container no Pod can
+// have, keep their key only.
+type event struct {
+	objectMeta
+	pod       types.UID
+	container string
+	at        int64
+}
+
+// eventTransform returns the event informer's transform.
+func eventTransform(ns *namespaces) func(any) (any, error) {
+	return func(obj any) (any, error) {
+		e, ok := obj.(*corev1.Event)
+		if !ok {
+			return obj, nil
+		}
+		return leanEvent(e, ns.treats(e.Namespace)), nil
+	}
+}
+
+func leanEvent(e *corev1.Event, treated bool) *event {
+	r := &event{objectMeta: metaOf(&e.ObjectMeta)}
+	io := e.InvolvedObject
+	c := containerOf(io.FieldPath)
+	if !treated || io.Kind != "Pod" || io.UID == "" || len(io.UID) > maxUIDLength || c == "" || len(c) > v1alpha1.MaxContainerNameLength {
+		return r
+	}
+	at := e.EventTime.Time
+	if at.IsZero() {
+		at = e.LastTimestamp.Time
+	}
+	if at.IsZero() {
+		at = e.FirstTimestamp.Time
+	}
+	r.pod, r.container, r.at = types.UID(strings.Clone(string(io.UID))), strings.Clone(c), clampUnix(at.Unix())
+	return r
+}
+
+// containerOf reads "spec.containers{app}" (or initContainers{...}).
+func containerOf(fieldPath string) string {
+	i := strings.IndexByte(fieldPath, '{')
+	if i < 0 || !strings.HasSuffix(fieldPath, "}") {
+		return ""
+	}
+	return fieldPath[i+1 : len(fieldPath)-1]
+}
