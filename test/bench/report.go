@@ -359,7 +359,7 @@ func (r *Results) mdGoBench(p func(string, ...any)) {
 	p("`webhook.Serve` (`pkg/webhook/review.go`) decodes the same maintained types (`k8s.io/api/admission/v1`) in one pass with")
 	p("`encoding/json/v2` set to v1's semantics and leaves the objects in the body; `FuzzReviewDecodeLikeControllerRuntime`")
 	p("holds it to controller-runtime's answers. *before both lean decodes* also decodes the whole Pod with the API machinery's")
-	p("decoder (`NewPodMutatorFullDecode`, test-only) instead of `decodeAdmissionPod` (`pkg/webhook/podjson.go`), which reads")
+	p("decoder (`NewPodMutatorFullDecode`, test-only) instead of the bounded reader (`pkg/webhook/decode.go`), which reads")
 	p("only the fields `pkg/mutate` uses, in one pass, so its allocations no longer grow with the Pod (section 4); a fuzz test")
 	p("holds it to the API machinery's decoder. A CPU profile of the handler benchmarks shows JSON scanning at the top of")
 	p("the flat list. Profile it yourself:")
