@@ -166,7 +166,8 @@ type connTracker struct {
 	metrics *connMetrics
 	mu      sync.Mutex
 	lists   [numConnStates]connList
-	peak    int
+	peak    int // the most open at once
+	seen    int // connections admitted or refused
 }
 
 func newConnTracker(l connLimits, m *connMetrics) *connTracker {
@@ -188,6 +189,7 @@ func (t *connTracker) open() int {
 func (t *connTracker) admit(c *trackedConn) (victim *trackedConn, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.seen++
 	pending, idle := &t.lists[connPending], &t.lists[connIdle]
 	switch {
 	case pending.n >= t.limits.maxPending:

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -73,15 +74,18 @@ const (
 	// server, which gives up after 10s; a few seconds for a loaded node.
 	handshakeTimeout = 3 * time.Second
 	// maxHandshakeBytes bounds what a client may send during the handshake:
-	// a ClientHello is under 2 KiB even with a post-quantum key share, and
-	// the webhook asks for no client certificate. Without it crypto/tls
-	// buffers a ClientHello of up to 64 KiB.
-	maxHandshakeBytes = 16 << 10
+	// Go's ClientHello, with its post-quantum key share, is 1.5 KiB, the
+	// rest of a client's handshake a few hundred bytes, and the webhook
+	// asks for no client certificate. Without it crypto/tls buffers a
+	// ClientHello of up to 64 KiB, and a partial one cost 61 KB at 16 KiB.
+	maxHandshakeBytes = 8 << 10
 	// maxHeaderBytes bounds request headers: the API server's are a few
 	// hundred bytes (request line with ?timeout=, Host, User-Agent,
 	// Content-Type, Accept, Content-Length, Accept-Encoding, a traceparent).
-	// net/http reads up to 4 KiB more before refusing with 431.
-	maxHeaderBytes = 4 << 10
+	// net/http reads up to 4 KiB more before refusing with 431, and builds
+	// its header map as it reads: short distinct lines cost it about 17
+	// bytes of heap per byte read, 150 KB for the 8 KiB that 4 KiB allowed.
+	maxHeaderBytes = 1 << 10
 )
 
 // timeoutsFor sizes the server's timeouts to the webhook timeout: a whole
@@ -180,7 +184,7 @@ func (s *webhookServer) Start(ctx context.Context) error {
 	ln := newConnListener(tcp, cfg, s.conns)
 	t := s.timeouts
 	srv := &http.Server{
-		Handler:           s.WebhookMux(),
+		Handler:           endUnreadBodies(s.WebhookMux()),
 		ReadHeaderTimeout: t.readHeader,
 		ReadTimeout:       t.read,
 		WriteTimeout:      t.write,
@@ -244,6 +248,52 @@ func (s *webhookServer) StartedChecker() healthz.Checker {
 		}
 		return conn.Close()
 	}
+}
+
+// endUnreadBodies ends at once the request of a handler that returned
+// before reading its body to the end (a 404, a 429 or 413 refusal, a body
+// cut off at its deadline): its read deadline passes, so net/http's
+// attempt to read the rest fails and the connection closes after the
+// answer. Otherwise net/http waits for up to 256 KiB more until the read
+// deadline, and may then read what is left of the body as the next request:
+// a client that sends headers announcing a body and never sends it would
+// hold its connection in a request, where the connection tracker cannot
+// evict it, for the whole webhook timeout. A handler that read its body to
+// the end is left alone (net/http's background read of the connection has
+// started then).
+func endUnreadBodies(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody {
+			h.ServeHTTP(w, r)
+			return
+		}
+		body := r.Body
+		b := &eofBody{ReadCloser: body}
+		r.Body = b
+		h.ServeHTTP(w, r)
+		// net/http decides after the handler whether the connection can
+		// carry another request, from the body it made: given back, one
+		// closed or unreadable before its end closes the connection,
+		// instead of the rest of it being read as the next request.
+		r.Body = body
+		if !b.eof {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+		}
+	})
+}
+
+// eofBody is a request body that tells whether it was read to the end.
+type eofBody struct {
+	io.ReadCloser
+	eof bool
+}
+
+func (b *eofBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.eof = true
+	}
+	return n, err
 }
 
 func containsProto(protos []string, p string) bool {
