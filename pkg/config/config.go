@@ -79,13 +79,15 @@ const (
 )
 
 // Connection caps: defaults and bounds. The defaults are sized from the
-// memory one connection of each kind holds (docs/security.md, "Connections,
-// measured"); the bounds keep the caps meaningful: room for every API
-// server's kept-alive connections, and no more than file descriptors a
-// container is usually allowed.
+// memory one connection holds (docs/security.md, "Connections, measured"):
+// at most about 150 KB whatever its client sends, so 256 hold under 40 MiB
+// of the chart's 128Mi beside the 16 MiB of review bodies in flight, and
+// 256 is room for the reviews handled and waiting at once (64 + 128) on
+// connections of their own. The 128 not pending are kept for the API
+// servers' kept-alive connections (25 idle each at most).
 const (
-	DefaultMaxConnections        = 1024
-	DefaultMaxPendingConnections = 256
+	DefaultMaxConnections        = 256
+	DefaultMaxPendingConnections = 128
 	minConnections               = 16
 	maxConnections               = 65536
 )
