@@ -22,7 +22,7 @@ import (
 //     in the TLS handshake, or reading or answering their first request);
 //   - a handshake must end within connLimits.handshakeTimeout, and reads at
 //     most connLimits.maxHandshakeBytes from its client (a real ClientHello
-//     is under 2 KiB; crypto/tls would buffer a 64 KiB one);
+//     is 1.5 KiB; crypto/tls would buffer a 64 KiB one);
 //   - the http.Server bounds the rest: headers (maxHeaderBytes,
 //     ReadHeaderTimeout), bodies (ReadTimeout and the review guard), idle
 //     keep-alives (IdleTimeout).
@@ -33,15 +33,16 @@ import (
 // oldest pending one. Only when every open connection is in a request
 // (after its first) is the new one refused. Refusing at a full cap would
 // hand the webhook to whoever fills it first: a client opening
-// maxPending/handshakeTimeout connections a second (a few hundred) that
-// never finish a handshake would keep every slot taken, and the API
+// maxPending/handshakeTimeout connections a second (43 at the defaults)
+// that never finish a handshake would keep every slot taken, and the API
 // server's own connections would be refused for as long as it likes.
 // Evicting the oldest instead means a flood at R connections a second
 // only shortens the time a new connection has to finish its handshake and
-// first request to maxPending/R (256 ms for 1,024 pending slots at 4,000
-// connections a second), which the API server's, a few milliseconds on a
-// cluster network, meets; and its kept-alive connections, in use every
-// few milliseconds under load, are never the idle ones closed first.
+// first request to maxPending/R (64 ms for the default 128 pending slots
+// at 2,000 connections a second), which the API server's, a few
+// milliseconds on a cluster network, meets; its kept-alive connections are
+// never closed for pending ones, and, in use every few milliseconds under
+// load, are not the idle ones closed first at the open cap.
 // A kept-alive connection idle for a long while may be closed to make
 // room; Go's transport notices the close and dials again, unless it was
 // just sending on it, a window of one round trip.
@@ -166,8 +167,9 @@ type connTracker struct {
 	metrics *connMetrics
 	mu      sync.Mutex
 	lists   [numConnStates]connList
-	peak    int // the most open at once
-	seen    int // connections admitted or refused
+	// For tests and measurements: the most open and pending at once, and
+	// the connections admitted or refused.
+	peak, peakPending, seen int
 }
 
 func newConnTracker(l connLimits, m *connMetrics) *connTracker {
@@ -192,7 +194,7 @@ func (t *connTracker) admit(c *trackedConn) (victim *trackedConn, ok bool) {
 	t.seen++
 	pending, idle := &t.lists[connPending], &t.lists[connIdle]
 	switch {
-	case pending.n >= t.limits.maxPending:
+	case pending.n >= t.limits.maxPending && pending.n > 0:
 		victim = pending.head
 	case t.open() >= t.limits.maxOpen && idle.n > 0:
 		victim = idle.head
@@ -210,6 +212,7 @@ func (t *connTracker) admit(c *trackedConn) (victim *trackedConn, ok bool) {
 	t.lists[connPending].pushBack(c)
 	t.metrics.add(connPending, 1)
 	t.peak = max(t.peak, t.open())
+	t.peakPending = max(t.peakPending, t.lists[connPending].n)
 	return victim, true
 }
 
