@@ -58,8 +58,8 @@ type Config struct {
 	// server's read and write timeouts).
 	Limits webhook.Limits
 	// MaxConnections bounds the webhook server's open connections, and
-	// MaxPendingConnections (fewer) those that have not finished a request
-	// yet: at a cap, a new connection takes the place of the oldest pending
+	// MaxPendingConnections (fewer) those that have not sent a whole
+	// request yet: at a cap, a new connection takes the place of the oldest pending
 	// or longest idle one.
 	MaxConnections        int
 	MaxPendingConnections int
@@ -197,7 +197,7 @@ func (c *Config) Flags() Flags {
 			usage: "webhook connections open at once; a new one beyond closes the longest idle one, else the oldest pending one, or is refused when all are in a request",
 			check: inRange(&c.MaxConnections, minConnections, maxConnections, "")},
 		flag{name: "max-pending-connections", value: intValue(&c.MaxPendingConnections),
-			usage: "webhook connections that have not finished a request (in the TLS handshake or their first request); a new one beyond closes the oldest; fewer than --max-connections",
+			usage: "webhook connections that have not sent a whole request yet (in the TLS handshake or sending their first request's headers); a new one beyond closes the oldest; fewer than --max-connections",
 			check: func() error {
 				if inRange(&c.MaxConnections, minConnections, maxConnections, "")() != nil {
 					// --max-connections says what is wrong with it.

@@ -31,7 +31,7 @@ type connMetrics struct {
 func newConnMetrics(reg prometheus.Registerer) (*connMetrics, error) {
 	open, err := registerOrReuse(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: ConnectionsName,
-		Help: "Open webhook connections by state: pending (in the TLS handshake or its first request), idle (kept alive between requests), active (in a later request).",
+		Help: "Open webhook connections by state: pending (in the TLS handshake or sending its first request's headers), idle (kept alive between requests), active (in a request).",
 	}, []string{"state"}))
 	if err != nil {
 		return nil, err

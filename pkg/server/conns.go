@@ -18,8 +18,9 @@ import (
 // of connections, and what each may hold, is bounded by construction:
 //
 //   - at most connLimits.maxOpen connections are open, and at most
-//     connLimits.maxPending of them have not finished a request (they are
-//     in the TLS handshake, or reading or answering their first request);
+//     connLimits.maxPending of them have not sent a whole request yet (they
+//     are in the TLS handshake, or the server is reading their first
+//     request's headers);
 //   - a handshake must end within connLimits.handshakeTimeout, and reads at
 //     most connLimits.maxHandshakeBytes from its client (a real ClientHello
 //     is 1.5 KiB; crypto/tls would buffer a 64 KiB one);
@@ -30,15 +31,21 @@ import (
 // When a new connection arrives at a cap, the tracker makes room rather
 // than refuse it: at the pending cap it closes the oldest pending
 // connection; at the open cap the connection idle the longest, else the
-// oldest pending one. Only when every open connection is in a request
-// (after its first) is the new one refused. Refusing at a full cap would
+// oldest pending one. Only when every open connection is in a request is
+// the new one refused. A connection in a request is one a handler is
+// serving, which the review guard bounds (its slots, its short wait; a
+// request whose body is left unread is closed right after its answer,
+// endUnreadBodies): so a review the API server sent on a fresh connection
+// is not closed under it by a burst of new connections, its own or a
+// flood's, and an attacker cannot hold connections in requests beyond the
+// guard's slots. Refusing at a full cap would
 // hand the webhook to whoever fills it first: a client opening
 // maxPending/handshakeTimeout connections a second (43 at the defaults)
 // that never finish a handshake would keep every slot taken, and the API
 // server's own connections would be refused for as long as it likes.
 // Evicting the oldest instead means a flood at R connections a second
 // only shortens the time a new connection has to finish its handshake and
-// first request to maxPending/R (64 ms for the default 128 pending slots
+// send its first request's headers to maxPending/R (64 ms for the default 128 pending slots
 // at 2,000 connections a second), which the API server's, a few
 // milliseconds on a cluster network, meets; its kept-alive connections are
 // never closed for pending ones, and, in use every few milliseconds under
@@ -51,11 +58,13 @@ import (
 type connState uint8
 
 const (
-	// connPending: accepted, and no request finished yet.
+	// connPending: accepted, no whole request read yet (in the TLS
+	// handshake, or its first request's headers).
 	connPending connState = iota
-	// connIdle: finished a request, waiting for the next.
+	// connIdle: between requests (or reading the next one's headers:
+	// http.Server's ConnState says active only once it has them).
 	connIdle
-	// connActive: in a request after its first.
+	// connActive: in a request, a handler serving it.
 	connActive
 	numConnStates
 )
@@ -68,8 +77,8 @@ func (s connState) String() string { return connStateNames[s] }
 type connLimits struct {
 	// maxOpen bounds the connections open at once.
 	maxOpen int
-	// maxPending bounds those that have not finished a request; less than
-	// maxOpen, so that kept-alive connections always have room.
+	// maxPending bounds those that have not sent a whole request; less
+	// than maxOpen, so that kept-alive connections always have room.
 	maxPending int
 	// handshakeTimeout bounds a TLS handshake, from the connection's accept.
 	handshakeTimeout time.Duration
@@ -94,7 +103,6 @@ type trackedConn struct {
 
 	// Guarded by t.mu.
 	tracked    bool
-	served     bool // finished a request
 	state      connState
 	prev, next *trackedConn
 	closeOnce  sync.Once
@@ -226,11 +234,8 @@ func (t *connTracker) setState(c *trackedConn, s http.ConnState) {
 	}
 	switch s {
 	case http.StateActive:
-		if c.served {
-			t.moveLocked(c, connActive)
-		}
+		t.moveLocked(c, connActive)
 	case http.StateIdle:
-		c.served = true
 		// Idle connections are kept in the order they became idle, so the
 		// one closed to make room is the one unused the longest.
 		t.moveLocked(c, connIdle)

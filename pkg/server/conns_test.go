@@ -50,8 +50,7 @@ func accept(tr *connTracker, name string) (*trackedConn, string, bool) {
 	return c, victim.Conn.(*stubConn).name, ok
 }
 
-// served moves c through one request to idle; again moves an idle c into
-// a later request.
+// served moves c through one request to idle.
 func served(tr *connTracker, c *trackedConn) {
 	tr.setState(c, http.StateNew)
 	tr.setState(c, http.StateActive)
@@ -62,14 +61,15 @@ func TestTrackerMakesRoomByEvictingTheOldestPendingThenTheLongestIdle(t *testing
 	for _, tc := range []struct {
 		name string
 		// steps: "+x" accepts x (want nothing evicted unless "+x>y": y
-		// evicted, or "+x!": refused), "idle x" finishes x's request, "req x"
-		// starts a later request on idle x, "close x".
+		// evicted, or "+x!": refused), "active x" starts x's first request,
+		// "idle x" takes x through one request, "req x" starts a later
+		// request on idle x, "close x".
 		steps []string
 	}{
 		{"at the pending cap the oldest pending connection makes room", []string{
 			"+a", "+b", "+c", "+d>a", "+e>b"}},
-		{"a connection in its first request is still pending", []string{
-			"+a", "active a", "+b", "+c", "+d>a"}},
+		{"a connection in its first request is not evicted, even at the pending cap", []string{
+			"+a", "active a", "+b", "+c", "+d", "+e>b"}},
 		{"finished connections are not evicted for pending ones", []string{
 			"+a", "idle a", "+b", "+c", "+d", "+e>b", "+f>c"}},
 		{"at the open cap the connection idle the longest makes room, not the first accepted", []string{
@@ -79,7 +79,7 @@ func TestTrackerMakesRoomByEvictingTheOldestPendingThenTheLongestIdle(t *testing
 		{"at the open cap with none idle the oldest pending makes room", []string{
 			"+a", "idle a", "req a", "+b", "idle b", "req b", "+c", "+d", "+e>c"}},
 		{"a new connection is refused only when every open one is in a request", []string{
-			"+a", "idle a", "req a", "+b", "idle b", "req b", "+c", "idle c", "req c", "+d", "idle d", "req d", "+e!", "idle d", "+f>d"}},
+			"+a", "active a", "+b", "idle b", "req b", "+c", "active c", "+d", "idle d", "req d", "+e!", "idle d", "+f>d"}},
 		{"closed connections leave room", []string{
 			"+a", "+b", "+c", "close a", "+d", "+e>b"}},
 	} {
