@@ -32,27 +32,29 @@ import (
 // than refuse it: at the pending cap it closes the oldest pending
 // connection; at the open cap the connection idle the longest, else the
 // oldest pending one. Only when every open connection is in a request is
-// the new one refused. A connection in a request is one a handler is
-// serving, which the review guard bounds (its slots, its short wait; a
-// request whose body is left unread is closed right after its answer,
-// endUnreadBodies): so a review the API server sent on a fresh connection
-// is not closed under it by a burst of new connections, its own or a
-// flood's, and an attacker cannot hold connections in requests beyond the
-// guard's slots. Refusing at a full cap would
-// hand the webhook to whoever fills it first: a client opening
-// maxPending/handshakeTimeout connections a second (43 at the defaults)
-// that never finish a handshake would keep every slot taken, and the API
-// server's own connections would be refused for as long as it likes.
-// Evicting the oldest instead means a flood at R connections a second
-// only shortens the time a new connection has to finish its handshake and
-// send its first request's headers to maxPending/R (64 ms for the default 128 pending slots
-// at 2,000 connections a second), which the API server's, a few
-// milliseconds on a cluster network, meets; its kept-alive connections are
-// never closed for pending ones, and, in use every few milliseconds under
-// load, are not the idle ones closed first at the open cap.
-// A kept-alive connection idle for a long while may be closed to make
-// room; Go's transport notices the close and dials again, unless it was
-// just sending on it, a window of one round trip.
+// the new one refused.
+//
+// Refusing at a full cap would hand the webhook to whoever fills it first:
+// a client opening maxPending/handshakeTimeout connections a second (43 at
+// the defaults) that never finish a handshake would keep every slot taken,
+// and the API server's own connections would be refused for as long as it
+// likes. Evicting the oldest instead means a flood at R connections a
+// second only shortens the time a new connection has to finish its
+// handshake and send its first request's headers, to maxPending/R (64 ms
+// for the default 128 pending slots at 2,000 connections a second), which
+// the API server, a few milliseconds away on a cluster network, meets.
+// Its kept-alive connections are never closed for pending ones, and, in use
+// every few milliseconds under load, are not the idle ones closed first at
+// the open cap; one idle for a long while may be, and Go's transport
+// notices the close and dials again, unless it was sending on it at that
+// moment, a window of one round trip.
+//
+// A connection in a request is one a handler is serving, and is never
+// closed to make room: a review the API server sent on a fresh connection
+// is not cut off by a burst of new connections, its own or a flood's. The
+// review guard bounds those (64 slots, 128 waiting at most a second), and a
+// request whose body is left unread closes its connection right after its
+// answer (endUnreadBodies), so no flood fills the open cap with them.
 
 // connState is where a tracked connection is: its metric label too.
 type connState uint8
