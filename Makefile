@@ -92,6 +92,10 @@ fuzz: ## Fuzz the parsers, the mutation invariants (and their independence of th
 security-report: ## Send the adversarial corpus through the real handlers and write the measured answers, sizes, allocations and times into docs/security.md.
 	GRACEGUARD_SECURITY_REPORT=$(CURDIR)/docs/security.md $(GO) test ./pkg/webhook -run '^TestAdversarialCorpus$$' -count=1
 
+.PHONY: conns-report
+conns-report: ## Flood a real webhook server with each kind of hostile connection, uncapped and capped, and write what it held (heap, stack, RSS per connection) into docs/security.md.
+	GRACEGUARD_CONN_REPORT=$(CURDIR)/docs/security.md $(GO) test ./pkg/server -run '^TestConnectionReport$$' -count=1 -timeout 30m
+
 .PHONY: cert-manager-assets
 cert-manager-assets: ## Build or reuse cert-manager's controller and cainjector, and its CRDs (bin/cert-manager/<version>/).
 	@hack/cert-manager-assets.sh

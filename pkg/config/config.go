@@ -57,6 +57,12 @@ type Config struct {
 	// bytes and their time (--webhook-timeout, which also sizes the
 	// server's read and write timeouts).
 	Limits webhook.Limits
+	// MaxConnections bounds the webhook server's open connections, and
+	// MaxPendingConnections (fewer) those that have not sent a whole
+	// request yet: at a cap, a new connection takes the place of the oldest pending
+	// or longest idle one.
+	MaxConnections        int
+	MaxPendingConnections int
 	// EnableHTTP2 serves the webhooks over HTTP/2 too. Off by default, as
 	// kubebuilder does, because of the HTTP/2 rapid-reset and stream
 	// cancellation CVEs (CVE-2023-44487, CVE-2023-39325).
@@ -70,6 +76,20 @@ type CertMode string
 const (
 	CertModeFiles       CertMode = "files"
 	CertModeSelfManaged CertMode = "self-managed"
+)
+
+// Connection caps: defaults and bounds. The defaults are sized from the
+// memory one connection holds (docs/security.md, "Connections, measured"):
+// at most about 150 KB whatever its client sends, so 256 hold under 40 MiB
+// of the chart's 128Mi beside the 16 MiB of review bodies in flight, and
+// 256 is room for the reviews handled and waiting at once (64 + 128) on
+// connections of their own. The 128 not pending are kept for the API
+// servers' kept-alive connections (25 idle each at most).
+const (
+	DefaultMaxConnections        = 256
+	DefaultMaxPendingConnections = 128
+	minConnections               = 16
+	maxConnections               = 65536
 )
 
 // Default returns the documented defaults.
@@ -89,6 +109,8 @@ func Default() Config {
 		MutatingWebhookConfiguration:   "graceguard",
 		ValidatingWebhookConfiguration: "graceguard",
 		Limits:                         webhook.DefaultLimits(),
+		MaxConnections:                 DefaultMaxConnections,
+		MaxPendingConnections:          DefaultMaxPendingConnections,
 	}
 }
 
@@ -168,6 +190,21 @@ func (c *Config) Flags() Flags {
 			check: func() error {
 				if c.Limits.InFlightBytes < webhook.MaxReviewBytes {
 					return fmt.Errorf("want at least %d (7Mi), the largest review, or that review could never be answered", webhook.MaxReviewBytes)
+				}
+				return nil
+			}},
+		flag{name: "max-connections", value: intValue(&c.MaxConnections),
+			usage: "webhook connections open at once; a new one beyond closes the longest idle one, else the oldest pending one, or is refused when all are in a request",
+			check: inRange(&c.MaxConnections, minConnections, maxConnections, "")},
+		flag{name: "max-pending-connections", value: intValue(&c.MaxPendingConnections),
+			usage: "webhook connections that have not sent a whole request yet (in the TLS handshake or sending their first request's headers); a new one beyond closes the oldest; fewer than --max-connections",
+			check: func() error {
+				if inRange(&c.MaxConnections, minConnections, maxConnections, "")() != nil {
+					// --max-connections says what is wrong with it.
+					return inRange(&c.MaxPendingConnections, 1, maxConnections-1, "")()
+				}
+				if c.MaxPendingConnections < 1 || c.MaxPendingConnections >= c.MaxConnections {
+					return fmt.Errorf("want 1 to %d, fewer than --max-connections=%d, so that kept-alive connections always have room", c.MaxConnections-1, c.MaxConnections)
 				}
 				return nil
 			}},

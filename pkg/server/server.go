@@ -50,6 +50,9 @@ type Option func(*options)
 type options struct {
 	namespaces webhook.NamespaceLookup
 	host       string
+	// observe, if set, is given the webhook server (tests read its
+	// connection tracker).
+	observe func(*webhookServer)
 }
 
 // WithWebhookHost sets the address the webhook server listens on; the
@@ -109,7 +112,13 @@ func Run(ctx context.Context, cfg config.Config, restCfg *rest.Config, reg prome
 	// The probes are answered until the webhook has drained.
 	defer func() { stopHealth(); <-healthDone }()
 
-	ws := newWebhookServer(cfg, o.host)
+	ws, err := newWebhookServer(cfg, o.host, reg)
+	if err != nil {
+		return err
+	}
+	if o.observe != nil {
+		o.observe(ws)
+	}
 	var whServer crwebhook.Server = ws
 	var certsReady chan struct{}
 	if cfg.CertMode == config.CertModeSelfManaged {

@@ -279,6 +279,7 @@ func TestReadyz(t *testing.T) {
 
 type harness struct {
 	cfg        config.Config
+	registry   *prometheus.Registry // Run's metrics
 	caPool     *x509.CertPool
 	cancel     context.CancelFunc
 	done       chan error
@@ -290,6 +291,12 @@ type harness struct {
 // self-signed certificate, and a namespace lookup where every namespace is
 // opted in and "slow" takes slowReads (or until the read's context ends).
 func startRun(t *testing.T, delay, drain, slowReads time.Duration, tweaks ...func(*config.Config)) *harness {
+	t.Helper()
+	return startRunWith(t, nil, delay, drain, slowReads, tweaks...)
+}
+
+// startRunWith is startRun with more options for Run.
+func startRunWith(t *testing.T, opts []Option, delay, drain, slowReads time.Duration, tweaks ...func(*config.Config)) *harness {
 	t.Helper()
 	dir, pool := writeCert(t)
 	cfg := config.Default()
@@ -304,7 +311,7 @@ func startRun(t *testing.T, delay, drain, slowReads time.Duration, tweaks ...fun
 		tw(&cfg)
 	}
 
-	h := &harness{cfg: cfg, caPool: pool, done: make(chan error, 1), slowCalled: make(chan struct{})}
+	h := &harness{cfg: cfg, caPool: pool, done: make(chan error, 1), slowCalled: make(chan struct{}), registry: prometheus.NewRegistry()}
 	lookup := func(ctx context.Context, name string) (mutate.Namespace, error) {
 		if name == "slow" {
 			h.slowOnce.Do(func() { close(h.slowCalled) })
@@ -330,7 +337,7 @@ func startRun(t *testing.T, delay, drain, slowReads time.Duration, tweaks ...fun
 	t.Cleanup(cancel)
 	go func() {
 		h.done <- Run(ctx, cfg, &rest.Config{Host: "https://127.0.0.1:1"}, // nothing listens there
-			prometheus.NewRegistry(), WithNamespaceLookup(lookup), WithWebhookHost("127.0.0.1"))
+			h.registry, append([]Option{WithNamespaceLookup(lookup), WithWebhookHost("127.0.0.1")}, opts...)...)
 	}()
 
 	deadline := time.Now().Add(20 * time.Second)

@@ -144,6 +144,8 @@ func TestOtherCrossFieldChecks(t *testing.T) {
 			"config.defaultMaxWork: 2h is out of range; want 0 to 1h"},
 		{"renewing before issuing", "certificates: {mode: cert-manager, certManager: {renewBefore: 3000h}}",
 			"certificates.certManager.renewBefore: 3000h must be shorter than duration 2160h"},
+		{"as many pending connections as open ones", "config: {maxConnections: 200, maxPendingConnections: 200}",
+			"config.maxPendingConnections: 200 must be fewer than config.maxConnections 200, so that kept-alive connections always have room"},
 		{"two servers on one port", "ports: {health: 9443}",
 			"ports.health: 9443 is also ports.webhook"},
 		{"a default routing profile that does not exist", "config: {defaultRoutingProfile: aws-nlb}",

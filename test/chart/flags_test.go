@@ -89,6 +89,10 @@ func TestChartChecksAgreeWithTheWebhooksValidation(t *testing.T) {
 		"shutdown: {delay: 5m, terminationGracePeriodSeconds: 400}",
 		"shutdown: {delay: 301s, terminationGracePeriodSeconds: 400}",
 		"shutdown: {drainTimeout: 500ms}",
+		"config: {maxConnections: 100, maxPendingConnections: 99}",
+		"config: {maxConnections: 100, maxPendingConnections: 100}",
+		"config: {maxPendingConnections: 256}",
+		"config: {maxConnections: 16, maxPendingConnections: 1}",
 		"observer: {flushInterval: 10ms}",
 		"observer: {flushInterval: 9ms}",
 	} {

@@ -187,6 +187,8 @@ func TestEveryServerFlagIsRendered(t *testing.T) {
 		"webhook-timeout":                          "5s",
 		"max-concurrent-reviews":                   "64",
 		"max-inflight-review-bytes":                "16Mi",
+		"max-connections":                          "256",
+		"max-pending-connections":                  "128",
 		"default-routing-profile":                  "",
 		"karpenter-termination-grace-period":       "0",
 		"karpenter-ceiling-action":                 "warn",
@@ -232,6 +234,8 @@ config:
   nodeShutdownGracePeriod: 30s
   nodeShutdownGracePeriodCriticalPods: 10
   nodeShutdownCeilingAction: warn
+  maxConnections: 1000
+  maxPendingConnections: 300
 `)
 	c := r.container(t)
 	f := flags(t, c)
@@ -242,7 +246,7 @@ config:
 		"excluded-namespaces": "kube-system,monitoring,istio-system", "zap-log-level": "debug", "zap-encoder": "console",
 		"enable-http2": "true", "default-routing-profile": "corp-lb", "karpenter-termination-grace-period": "48h",
 		"karpenter-ceiling-action": "deny", "node-shutdown-grace-period": "30s", "node-shutdown-grace-period-critical-pods": "10",
-		"node-shutdown-ceiling-action": "warn",
+		"node-shutdown-ceiling-action": "warn", "max-connections": "1000", "max-pending-connections": "300",
 	} {
 		if f[k] != v {
 			t.Errorf("--%s=%q, want %q", k, f[k], v)

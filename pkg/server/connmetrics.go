@@ -1,0 +1,108 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Connection metric names.
+const (
+	ConnectionsName             = "graceguard_webhook_connections"
+	ConnectionsEvictedName      = "graceguard_webhook_connections_evicted_total"
+	ConnectionsRefusedName      = "graceguard_webhook_connections_refused_total"
+	HandshakesAbortedName       = "graceguard_webhook_tls_handshakes_aborted_total"
+	abortTimeout, abortTooLarge = "timeout", "too-large"
+)
+
+// connMetrics are the webhook server's connection metrics; labels take
+// fixed values only (connection states, abort reasons). A nil *connMetrics
+// records nothing.
+type connMetrics struct {
+	openG    [numConnStates]prometheus.Gauge
+	evictedC [numConnStates]prometheus.Counter
+	refusedC prometheus.Counter
+	abortedC map[string]prometheus.Counter
+}
+
+// newConnMetrics registers the connection metrics on reg; registering on
+// a registry that has them (a second Run in one process) reuses them.
+func newConnMetrics(reg prometheus.Registerer) (*connMetrics, error) {
+	open, err := registerOrReuse(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: ConnectionsName,
+		Help: "Open webhook connections by state: pending (in the TLS handshake or sending its first request's headers), idle (kept alive between requests), active (in a request).",
+	}, []string{"state"}))
+	if err != nil {
+		return nil, err
+	}
+	evicted, err := registerOrReuse(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: ConnectionsEvictedName,
+		Help: "Webhook connections closed to make room for a new one at --max-pending-connections or --max-connections, by the state they were in (pending or idle).",
+	}, []string{"state"}))
+	if err != nil {
+		return nil, err
+	}
+	refused, err := registerOrReuse(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		Name: ConnectionsRefusedName,
+		Help: "New webhook connections closed at once because all --max-connections open ones were in a request.",
+	}))
+	if err != nil {
+		return nil, err
+	}
+	aborted, err := registerOrReuse(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: HandshakesAbortedName,
+		Help: "TLS handshakes graceguard ended: timeout (not done within the handshake timeout) or too-large (the client sent more than a handshake needs).",
+	}, []string{"reason"}))
+	if err != nil {
+		return nil, err
+	}
+	m := &connMetrics{refusedC: refused, abortedC: map[string]prometheus.Counter{}}
+	for s := range numConnStates {
+		m.openG[s] = open.WithLabelValues(s.String())
+		if s != connActive {
+			m.evictedC[s] = evicted.WithLabelValues(s.String())
+		}
+	}
+	for _, r := range []string{abortTimeout, abortTooLarge} {
+		m.abortedC[r] = aborted.WithLabelValues(r)
+	}
+	return m, nil
+}
+
+func registerOrReuse[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing, nil
+			}
+		}
+		return c, fmt.Errorf("registering the connection metrics: %w", err)
+	}
+	return c, nil
+}
+
+func (m *connMetrics) add(s connState, d float64) {
+	if m != nil {
+		m.openG[s].Add(d)
+	}
+}
+
+func (m *connMetrics) evicted(s connState) {
+	if m != nil && m.evictedC[s] != nil {
+		m.evictedC[s].Inc()
+	}
+}
+
+func (m *connMetrics) refused() {
+	if m != nil {
+		m.refusedC.Inc()
+	}
+}
+
+func (m *connMetrics) handshakeAborted(reason string) {
+	if m != nil {
+		m.abortedC[reason].Inc()
+	}
+}

@@ -1,0 +1,412 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Connection limits: why they are what they are.
+//
+// The webhook's validating webhooks fail closed, and any in-cluster client
+// can reach its port (the chart's NetworkPolicy is optional), so the number
+// of connections, and what each may hold, is bounded by construction:
+//
+//   - at most connLimits.maxOpen connections are open, and at most
+//     connLimits.maxPending of them have not sent a whole request yet (they
+//     are in the TLS handshake, or the server is reading their first
+//     request's headers);
+//   - a handshake must end within connLimits.handshakeTimeout, and reads at
+//     most connLimits.maxHandshakeBytes from its client (a real ClientHello
+//     is 1.5 KiB; crypto/tls would buffer a 64 KiB one);
+//   - the http.Server bounds the rest: headers (maxHeaderBytes,
+//     ReadHeaderTimeout), bodies (ReadTimeout and the review guard), idle
+//     keep-alives (IdleTimeout).
+//
+// When a new connection arrives at a cap, the tracker makes room rather
+// than refuse it: at the pending cap it closes the oldest pending
+// connection; at the open cap the connection idle the longest, else the
+// oldest pending one. Only when every open connection is in a request is
+// the new one refused.
+//
+// Refusing at a full cap would hand the webhook to whoever fills it first:
+// a client opening maxPending/handshakeTimeout connections a second (43 at
+// the defaults) that never finish a handshake would keep every slot taken,
+// and the API server's own connections would be refused for as long as it
+// likes. Evicting the oldest instead means a flood at R connections a
+// second only shortens the time a new connection has to finish its
+// handshake and send its first request's headers, to maxPending/R (64 ms
+// for the default 128 pending slots at 2,000 connections a second), which
+// the API server, a few milliseconds away on a cluster network, meets.
+// Its kept-alive connections are never closed for pending ones, and, in use
+// every few milliseconds under load, are not the idle ones closed first at
+// the open cap; one idle for a long while may be, and Go's transport
+// notices the close and dials again, unless it was sending on it at that
+// moment, a window of one round trip.
+//
+// A connection in a request is one a handler is serving, and is never
+// closed to make room: a review the API server sent on a fresh connection
+// is not cut off by a burst of new connections, its own or a flood's. The
+// review guard bounds those (64 slots, 128 waiting at most a second), and a
+// request whose body is left unread closes its connection right after its
+// answer (endUnreadBodies), so no flood fills the open cap with them.
+
+// connState is where a tracked connection is: its metric label too.
+type connState uint8
+
+const (
+	// connPending: accepted, no whole request read yet (in the TLS
+	// handshake, or its first request's headers).
+	connPending connState = iota
+	// connIdle: between requests (or reading the next one's headers:
+	// http.Server's ConnState says active only once it has them).
+	connIdle
+	// connActive: in a request, a handler serving it.
+	connActive
+	numConnStates
+)
+
+var connStateNames = [numConnStates]string{"pending", "idle", "active"}
+
+func (s connState) String() string { return connStateNames[s] }
+
+// connLimits bound the webhook server's connections.
+type connLimits struct {
+	// maxOpen bounds the connections open at once.
+	maxOpen int
+	// maxPending bounds those that have not sent a whole request; less
+	// than maxOpen, so that kept-alive connections always have room.
+	maxPending int
+	// handshakeTimeout bounds a TLS handshake, from the connection's accept.
+	handshakeTimeout time.Duration
+	// maxHandshakeBytes bounds what a handshake may read from its client.
+	maxHandshakeBytes int
+}
+
+// errHandshakeTooLarge ends a handshake that read more than
+// connLimits.maxHandshakeBytes.
+var errHandshakeTooLarge = errors.New("TLS handshake larger than graceguard accepts")
+
+// trackedConn is an accepted TCP connection under the tracker. The
+// http.Server sees it wrapped in a *tls.Conn, whose NetConn returns it.
+type trackedConn struct {
+	net.Conn
+	t *connTracker
+	// handshaking is true until the handshake succeeded; until then
+	// handshakeRead counts the bytes read (by the handshake goroutine only:
+	// the connection is handed to the http.Server after).
+	handshaking   atomic.Bool
+	handshakeRead int
+
+	// Guarded by t.mu.
+	tracked    bool
+	state      connState
+	prev, next *trackedConn
+	closeOnce  sync.Once
+}
+
+func (c *trackedConn) Read(p []byte) (int, error) {
+	if !c.handshaking.Load() {
+		return c.Conn.Read(p)
+	}
+	room := c.t.limits.maxHandshakeBytes - c.handshakeRead
+	if room <= 0 {
+		return 0, errHandshakeTooLarge
+	}
+	if len(p) > room {
+		p = p[:room]
+	}
+	n, err := c.Conn.Read(p)
+	c.handshakeRead += n
+	return n, err
+}
+
+// Close closes the connection and stops tracking it.
+func (c *trackedConn) Close() error {
+	c.t.forget(c)
+	return c.closeRaw()
+}
+
+func (c *trackedConn) closeRaw() error {
+	err := net.ErrClosed
+	c.closeOnce.Do(func() { err = c.Conn.Close() })
+	return err
+}
+
+// connList is a list of tracked connections in the order they entered it.
+type connList struct {
+	head, tail *trackedConn
+	n          int
+}
+
+func (l *connList) pushBack(c *trackedConn) {
+	c.prev, c.next = l.tail, nil
+	if l.tail != nil {
+		l.tail.next = c
+	} else {
+		l.head = c
+	}
+	l.tail = c
+	l.n++
+}
+
+func (l *connList) remove(c *trackedConn) {
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else {
+		l.head = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	} else {
+		l.tail = c.prev
+	}
+	c.prev, c.next = nil, nil
+	l.n--
+}
+
+// connTracker holds the open connections by state: pending ones in accept
+// order, idle ones in the order they became idle, active ones.
+type connTracker struct {
+	limits  connLimits
+	metrics *connMetrics
+	mu      sync.Mutex
+	lists   [numConnStates]connList
+	// For tests and measurements: the most open and pending at once, and
+	// the connections admitted or refused.
+	peak, peakPending, seen int
+}
+
+func newConnTracker(l connLimits, m *connMetrics) *connTracker {
+	return &connTracker{limits: l, metrics: m}
+}
+
+// open is the number of connections tracked.
+func (t *connTracker) open() int {
+	n := 0
+	for i := range t.lists {
+		n += t.lists[i].n
+	}
+	return n
+}
+
+// admit tracks a newly accepted connection, pending. To make room it may
+// return a victim, already untracked, for the caller to close; it returns
+// ok false, and tracks nothing, when every open connection is in a request.
+func (t *connTracker) admit(c *trackedConn) (victim *trackedConn, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.seen++
+	pending, idle := &t.lists[connPending], &t.lists[connIdle]
+	switch {
+	case pending.n >= t.limits.maxPending && pending.n > 0:
+		victim = pending.head
+	case t.open() >= t.limits.maxOpen && idle.n > 0:
+		victim = idle.head
+	case t.open() >= t.limits.maxOpen && pending.n > 0:
+		victim = pending.head
+	case t.open() >= t.limits.maxOpen:
+		t.metrics.refused()
+		return nil, false
+	}
+	if victim != nil {
+		t.metrics.evicted(victim.state)
+		t.untrackLocked(victim)
+	}
+	c.tracked, c.state = true, connPending
+	t.lists[connPending].pushBack(c)
+	t.metrics.add(connPending, 1)
+	t.peak = max(t.peak, t.open())
+	t.peakPending = max(t.peakPending, t.lists[connPending].n)
+	return victim, true
+}
+
+// setState follows the http.Server's view of a connection (its ConnState
+// hook): a request read is active, a finished one idle.
+func (t *connTracker) setState(c *trackedConn, s http.ConnState) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !c.tracked {
+		return
+	}
+	switch s {
+	case http.StateActive:
+		t.moveLocked(c, connActive)
+	case http.StateIdle:
+		// Idle connections are kept in the order they became idle, so the
+		// one closed to make room is the one unused the longest.
+		t.moveLocked(c, connIdle)
+	case http.StateClosed, http.StateHijacked:
+		t.untrackLocked(c)
+	}
+}
+
+func (t *connTracker) moveLocked(c *trackedConn, s connState) {
+	if c.state == s {
+		return
+	}
+	t.lists[c.state].remove(c)
+	t.metrics.add(c.state, -1)
+	c.state = s
+	t.lists[s].pushBack(c)
+	t.metrics.add(s, 1)
+}
+
+func (t *connTracker) untrackLocked(c *trackedConn) {
+	if !c.tracked {
+		return
+	}
+	t.lists[c.state].remove(c)
+	t.metrics.add(c.state, -1)
+	c.tracked = false
+}
+
+func (t *connTracker) forget(c *trackedConn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.untrackLocked(c)
+}
+
+// closeWhere closes the tracked connections that match.
+func (t *connTracker) closeWhere(match func(*trackedConn) bool) {
+	t.mu.Lock()
+	var victims []*trackedConn
+	for i := range t.lists {
+		for c := t.lists[i].head; c != nil; c = c.next {
+			if match(c) {
+				victims = append(victims, c)
+			}
+		}
+	}
+	for _, c := range victims {
+		t.untrackLocked(c)
+	}
+	t.mu.Unlock()
+	for _, c := range victims {
+		_ = c.closeRaw()
+	}
+}
+
+// connStateHook is the http.Server's ConnState for connections from a
+// connListener of t.
+func (t *connTracker) connStateHook(c net.Conn, s http.ConnState) {
+	if tc, ok := c.(*tls.Conn); ok {
+		if c, ok := tc.NetConn().(*trackedConn); ok {
+			t.setState(c, s)
+		}
+	}
+}
+
+// connListener accepts TCP connections under a connTracker, does their TLS
+// handshake itself (bounded in time and bytes), and hands the http.Server
+// only connections whose handshake succeeded, as *tls.Conn: the server
+// still sets r.TLS and negotiates HTTP/2 by ALPN.
+type connListener struct {
+	ln  net.Listener
+	tls *tls.Config
+	t   *connTracker
+
+	ctx    context.Context // ends when the listener closes
+	cancel context.CancelFunc
+	conns  chan *tls.Conn
+	done   chan struct{}
+	once   sync.Once
+	err    error // why accepting stopped, once done is closed
+}
+
+func newConnListener(ln net.Listener, cfg *tls.Config, t *connTracker) *connListener {
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &connListener{ln: ln, tls: cfg, t: t, ctx: ctx, cancel: cancel,
+		conns: make(chan *tls.Conn), done: make(chan struct{})}
+	go l.acceptLoop()
+	return l
+}
+
+func (l *connListener) acceptLoop() {
+	var delay time.Duration
+	for {
+		raw, err := l.ln.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Temporary() { //nolint:staticcheck // EMFILE and the like, as http.Server retries them
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				select {
+				case <-time.After(delay):
+					continue
+				case <-l.done:
+					return
+				}
+			}
+			l.stop(err)
+			return
+		}
+		delay = 0
+		c := &trackedConn{Conn: raw, t: l.t}
+		c.handshaking.Store(true)
+		victim, ok := l.t.admit(c)
+		if victim != nil {
+			_ = victim.closeRaw()
+		}
+		if !ok {
+			_ = raw.Close()
+			continue
+		}
+		go l.handshake(c)
+	}
+}
+
+func (l *connListener) handshake(c *trackedConn) {
+	ctx, cancel := context.WithTimeout(l.ctx, l.t.limits.handshakeTimeout)
+	defer cancel()
+	conn := tls.Server(c, l.tls)
+	if err := conn.HandshakeContext(ctx); err != nil {
+		switch {
+		case errors.Is(err, errHandshakeTooLarge):
+			l.t.metrics.handshakeAborted(abortTooLarge)
+		case ctx.Err() != nil && l.ctx.Err() == nil:
+			l.t.metrics.handshakeAborted(abortTimeout)
+		}
+		_ = c.Close()
+		return
+	}
+	c.handshaking.Store(false)
+	select {
+	case l.conns <- conn:
+	case <-l.done:
+		_ = c.Close()
+	}
+}
+
+// Accept returns the next connection whose TLS handshake succeeded.
+func (l *connListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, l.err
+	}
+}
+
+func (l *connListener) stop(err error) {
+	l.once.Do(func() {
+		l.err = err
+		close(l.done)
+		l.cancel()
+	})
+}
+
+// Close stops accepting and ends the handshakes in progress; connections
+// already handed to the http.Server are its to close.
+func (l *connListener) Close() error {
+	err := l.ln.Close()
+	l.stop(net.ErrClosed)
+	l.t.closeWhere(func(c *trackedConn) bool { return c.handshaking.Load() })
+	return err
+}
+
+func (l *connListener) Addr() net.Addr { return l.ln.Addr() }

@@ -1,0 +1,254 @@
+package server
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/graceguard/graceguard/pkg/config"
+	"github.com/graceguard/graceguard/pkg/webhook"
+)
+
+// stubConn is a net.Conn that only counts closes.
+type stubConn struct {
+	net.Conn
+	name   string
+	closed int
+}
+
+func (c *stubConn) Close() error { c.closed++; return nil }
+
+// trackerWith returns a tracker with the caps and metrics on a registry
+// of its own.
+func trackerWith(t *testing.T, maxOpen, maxPending int) (*connTracker, *connMetrics) {
+	t.Helper()
+	m, err := newConnMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newConnTracker(connLimits{maxOpen: maxOpen, maxPending: maxPending, handshakeTimeout: time.Second, maxHandshakeBytes: 1024}, m), m
+}
+
+// accept admits a connection named name and returns it, with the name of
+// the one closed to make room ("" for none) and whether it was admitted.
+func accept(tr *connTracker, name string) (*trackedConn, string, bool) {
+	c := &trackedConn{Conn: &stubConn{name: name}, t: tr}
+	victim, ok := tr.admit(c)
+	if victim == nil {
+		return c, "", ok
+	}
+	_ = victim.closeRaw()
+	return c, victim.Conn.(*stubConn).name, ok
+}
+
+// served moves c through one request to idle.
+func served(tr *connTracker, c *trackedConn) {
+	tr.setState(c, http.StateNew)
+	tr.setState(c, http.StateActive)
+	tr.setState(c, http.StateIdle)
+}
+
+func TestTrackerMakesRoomByEvictingTheOldestPendingThenTheLongestIdle(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// steps: "+x" accepts x (want nothing evicted unless "+x>y": y
+		// evicted, or "+x!": refused), "active x" starts x's first request,
+		// "idle x" takes x through one request, "req x" starts a later
+		// request on idle x, "close x".
+		steps []string
+	}{
+		{"at the pending cap the oldest pending connection makes room", []string{
+			"+a", "+b", "+c", "+d>a", "+e>b"}},
+		{"a connection in its first request is not evicted, even at the pending cap", []string{
+			"+a", "active a", "+b", "+c", "+d", "+e>b"}},
+		{"finished connections are not evicted for pending ones", []string{
+			"+a", "idle a", "+b", "+c", "+d", "+e>b", "+f>c"}},
+		{"at the open cap the connection idle the longest makes room, not the first accepted", []string{
+			"+a", "idle a", "+b", "idle b", "+c", "idle c", "+d", "idle d",
+			"req a", "idle a", // a was used last: b is now idle the longest
+			"+e>b", "+f>c"}},
+		{"at the open cap with none idle the oldest pending makes room", []string{
+			"+a", "idle a", "req a", "+b", "idle b", "req b", "+c", "+d", "+e>c"}},
+		{"a new connection is refused only when every open one is in a request", []string{
+			"+a", "active a", "+b", "idle b", "req b", "+c", "active c", "+d", "idle d", "req d", "+e!", "idle d", "+f>d"}},
+		{"closed connections leave room", []string{
+			"+a", "+b", "+c", "close a", "+d", "+e>b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, _ := trackerWith(t, 4, 3)
+			conns := map[string]*trackedConn{}
+			for _, step := range tc.steps {
+				verb, arg, _ := strings.Cut(step, " ")
+				switch {
+				case strings.HasPrefix(step, "+"):
+					name, want, refused := strings.TrimPrefix(step, "+"), "", false
+					if n, v, ok := strings.Cut(name, ">"); ok {
+						name, want = n, v
+					}
+					if n, ok := strings.CutSuffix(name, "!"); ok {
+						name, refused = n, true
+					}
+					c, evicted, ok := accept(tr, name)
+					if ok == refused || evicted != want {
+						t.Fatalf("%s: admitted %v, evicted %q; want admitted %v, evicted %q", step, ok, evicted, !refused, want)
+					}
+					if want != "" && conns[want].Conn.(*stubConn).closed != 1 {
+						t.Fatalf("%s: %s not closed", step, want)
+					}
+					conns[name] = c
+				case verb == "idle":
+					served(tr, conns[arg])
+				case verb == "active":
+					tr.setState(conns[arg], http.StateActive)
+				case verb == "req":
+					tr.setState(conns[arg], http.StateActive)
+				case verb == "close":
+					tr.setState(conns[arg], http.StateClosed)
+				default:
+					t.Fatalf("bad step %q", step)
+				}
+				if open, pending, _ := tr.counts(); open > 4 || pending > 3 {
+					t.Fatalf("after %s: %d open, %d pending, over the caps 4 and 3", step, open, pending)
+				}
+			}
+		})
+	}
+}
+
+// The gauge follows each connection's state; evictions and refusals are
+// counted by the state of the connection closed.
+func TestTrackerMetrics(t *testing.T) {
+	tr, m := trackerWith(t, 3, 2)
+	a, _, _ := accept(tr, "a")
+	served(tr, a)
+	b, _, _ := accept(tr, "b")
+	served(tr, b)
+	tr.setState(b, http.StateActive)
+	accept(tr, "c")
+	gauge := func(s connState) float64 { return testutil.ToFloat64(m.openG[s]) }
+	if gauge(connPending) != 1 || gauge(connIdle) != 1 || gauge(connActive) != 1 {
+		t.Fatalf("gauge pending %v idle %v active %v, want 1 each", gauge(connPending), gauge(connIdle), gauge(connActive))
+	}
+	accept(tr, "d") // the open cap: a, idle, makes room
+	accept(tr, "e") // the pending cap: c makes room
+	if got := testutil.ToFloat64(m.evictedC[connIdle]); got != 1 {
+		t.Errorf("evicted idle = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.evictedC[connPending]); got != 1 {
+		t.Errorf("evicted pending = %v, want 1", got)
+	}
+	if gauge(connPending) != 2 || gauge(connIdle) != 0 || gauge(connActive) != 1 {
+		t.Fatalf("gauge pending %v idle %v active %v, want 2, 0, 1", gauge(connPending), gauge(connIdle), gauge(connActive))
+	}
+	tr.setState(b, http.StateClosed)
+	if gauge(connActive) != 0 {
+		t.Errorf("gauge active %v after the close, want 0", gauge(connActive))
+	}
+	tr2, m2 := trackerWith(t, 1, 1)
+	x, _, _ := accept(tr2, "x")
+	served(tr2, x)
+	tr2.setState(x, http.StateActive)
+	if _, _, ok := accept(tr2, "y"); ok {
+		t.Fatal("admitted while the only connection is in a request")
+	}
+	if got := testutil.ToFloat64(m2.refusedC); got != 1 {
+		t.Errorf("refused = %v, want 1", got)
+	}
+}
+
+// A handshake that sends more than a handshake needs, or does not finish
+// in time, is ended and counted; the server keeps answering.
+func TestHandshakesAreBoundedInBytesAndTime(t *testing.T) {
+	var ws *webhookServer
+	h := startRunWith(t, []Option{withObserver(func(s *webhookServer) {
+		ws = s
+		s.conns.limits.handshakeTimeout = 500 * time.Millisecond
+	})}, 0, 10*time.Second, 0)
+
+	big, err := net.Dial("tcp", h.webhookAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer big.Close()
+	// A 64 KiB ClientHello: crypto/tls would buffer it all.
+	_, _ = big.Write(craftedPartialHello(64 << 10))
+	silent, err := net.Dial("tcp", h.webhookAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+
+	for name, c := range map[string]net.Conn{"too large": big, "silent": silent} {
+		_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		_, err := io.Copy(io.Discard, c)
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Errorf("%s: the handshake was not ended", name)
+		}
+	}
+	// The client sees its connection closed just before the server counts
+	// the abort.
+	for _, reason := range []string{abortTooLarge, abortTimeout} {
+		c := ws.conns.metrics.abortedC[reason]
+		for deadline := time.Now().Add(10 * time.Second); testutil.ToFloat64(c) == 0 && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if got := testutil.ToFloat64(c); got != 1 {
+			t.Errorf("%s{reason=%q} = %v, want 1", HandshakesAbortedName, reason, got)
+		}
+	}
+	if r := h.review(t, h.client(false), "shop"); !r.mutated() {
+		t.Fatalf("review after the handshakes: %v", r.err)
+	}
+}
+
+// A request whose body never comes is answered and its connection closed
+// at once when the handler does not read the body (a 404, a refusal),
+// rather than held in a request until the read timeout.
+func TestUnreadBodiesEndTheirConnection(t *testing.T) {
+	h := startRun(t, 0, 10*time.Second, 0, func(c *config.Config) { c.Limits.Timeout = 30 * time.Second })
+	for _, path := range []string{"/nowhere", webhook.PathValidatePod} {
+		t.Run(path, func(t *testing.T) {
+			conn := h.rawConn(t)
+			defer conn.Close()
+			length := 1000
+			if path == webhook.PathValidatePod {
+				length = webhook.MaxReviewBytes + 1 // refused with 413, unread
+			}
+			fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", path, length)
+			_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+			br := bufio.NewReader(conn)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("no answer: %v", err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			_, err = br.ReadByte()
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Fatalf("HTTP %d, then the connection was held open, waiting for the body", resp.StatusCode)
+			}
+			if err == nil {
+				t.Fatal("bytes after the answer")
+			}
+		})
+	}
+	// Reviews that read their body keep their connection.
+	c := h.client(false)
+	if r := h.review(t, c, "shop"); !r.mutated() {
+		t.Fatal(r.err)
+	}
+	if r := h.review(t, c, "shop"); !r.mutated() || !r.reused {
+		t.Fatalf("second review: %v, reused %v; want the connection kept", r.err, r.reused)
+	}
+}
