@@ -1,6 +1,7 @@
 package mutate
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +29,10 @@ func TestPreStopLength(t *testing.T) {
 		{"a sleep followed by other work is a lower bound", exec("sh", "-c", "sleep 5 && nginx -s quit"), 5 * time.Second, false},
 		{"sleep infinity never ends", exec("sleep", "infinity"), infinite, true},
 		{"a sleep with a bad operand is unknown", exec("sleep", "soon"), 0, false},
+		{"a number past the largest double sleeps for ever, as GNU sleep does", exec("sleep", strings.Repeat("9", 400)), infinite, true},
+		{"so does +Inf", exec("sleep", "+Inf"), infinite, true},
+		{"an exponent", exec("sleep", "1e3"), 1000 * time.Second, true},
+		{"a number under the smallest double sleeps not at all", exec("sleep", "1e-400"), 0, true},
 		{"another binary is unknown", exec("/drain.sh"), 0, false},
 		{"an empty exec is unknown", exec(), 0, false},
 		{"sh without -c is unknown", exec("sh", "/drain.sh"), 0, false},
