@@ -2,6 +2,7 @@ package chart
 
 import (
 	"context"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -223,6 +224,42 @@ func TestProvenCondition(t *testing.T) {
 		{"a mesh setting on the Pod: the webhook decides", func() *corev1.Pod {
 			return mutated(map[string]string{"linkerd.io/inject": "disabled"})
 		}, true, false},
+		// Saturation: past 9,223,372,036 s graceguard reads a hook as longer
+		// than any grace, which CEL's integers would not.
+		{"an opted-out Pod whose hook is 9,223,372,037 s, in a grace even longer", func() *corev1.Pod {
+			return newPod(map[string]string{mutate.AnnotationInject: "false"}, math.MaxInt64, app("app", sleepHook(9223372037)))
+		}, true, true},
+		{"an opted-out Pod whose hook is 9,223,372,036 s, in a grace and a probe grace even longer", func() *corev1.Pod {
+			c := app("app", sleepHook(9223372036))
+			g := int64(math.MaxInt64)
+			c.LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{}}, TerminationGracePeriodSeconds: &g}
+			return newPod(map[string]string{mutate.AnnotationInject: "false"}, math.MaxInt64, c)
+		}, false, false},
+		{"an opted-out Pod whose hook of MaxInt64 s outlasts a probe's grace of MaxInt64 s", func() *corev1.Pod {
+			c := app("app", sleepHook(math.MaxInt64))
+			g := int64(math.MaxInt64)
+			c.LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{}}, TerminationGracePeriodSeconds: &g}
+			return newPod(map[string]string{mutate.AnnotationInject: "false"}, 30, c)
+		}, true, true},
+		// Size: 256 KiB anywhere costs what 257 bytes cost, and never errs.
+		{"a later webhook makes the record 256 KiB", func() *corev1.Pod {
+			p := mutated(nil)
+			p.Annotations[mutate.AnnotationBudget] += strings.Repeat(" ", 256<<10)
+			return p
+		}, true, false},
+		{"a later webhook makes a probe path 256 KiB", func() *corev1.Pod {
+			p := mutated(map[string]string{mutate.AnnotationReadinessPath: "/readyz"})
+			p.Annotations[mutate.AnnotationReadinessPath] = "/" + strings.Repeat("r", 256<<10)
+			return p
+		}, true, true},
+		{"a later webhook makes max-work 256 KiB of digits", func() *corev1.Pod {
+			p := mutated(nil)
+			p.Annotations[mutate.AnnotationMaxWork] = strings.Repeat("9", 256<<10)
+			return p
+		}, true, true},
+		{"a hook of exec sleep with 256 KiB of digits", func() *corev1.Pod {
+			return newPod(map[string]string{mutate.AnnotationInject: "false"}, 30, app("app", execHook("sleep", strings.Repeat("9", 256<<10))))
+		}, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := tc.pod()
