@@ -91,3 +91,26 @@ func TestResolveLayersPodOverNamespaceOverCluster(t *testing.T) {
 		t.Errorf("prestop = %s, want the namespace's exec", s.PreStop)
 	}
 }
+
+// The fix a stop-signal-kills denial offers is one the Pod's OS allows:
+// Windows takes only SIGKILL and SIGTERM.
+func TestStopSignalFixFitsTheOS(t *testing.T) {
+	ns := Namespace{Name: "shop", Labels: map[string]string{LabelInject: LabelInjectEnabled}}
+	for _, tc := range []struct {
+		os   corev1.OSName
+		want string
+	}{
+		{corev1.Linux, "remove it or use a signal the app drains on (SIGTERM, SIGINT, SIGQUIT)"},
+		{corev1.Windows, "remove it or use SIGTERM (Windows allows no other)"},
+	} {
+		kill := corev1.SIGKILL
+		pod := &corev1.Pod{Spec: corev1.PodSpec{OS: &corev1.PodOS{Name: tc.os}, Containers: []corev1.Container{
+			{Name: "app", Image: "registry.local/app:1", Lifecycle: &corev1.Lifecycle{StopSignal: &kill}},
+		}}}
+		pod.Annotations = map[string]string{AnnotationInject: "false"}
+		v := Validate(ForPod(pod), ns, DefaultOptions())
+		if len(v.Violations) != 1 || v.Violations[0].Reason != DenyStopSignalKills || !strings.HasSuffix(v.Violations[0].Err.Detail, tc.want) {
+			t.Errorf("%s: violations %v, want one %s ending %q", tc.os, v.Violations, DenyStopSignalKills, tc.want)
+		}
+	}
+}

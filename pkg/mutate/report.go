@@ -65,6 +65,9 @@ const (
 	DenyInvalidMeshSetting Reason = "invalid-mesh-setting"
 	DenyOverCeiling        Reason = "budget-over-platform-ceiling"
 	DenyTooManyContainers  Reason = "too-many-containers"
+	// DenyStopSignalKills: a container's lifecycle.stopSignal is one no
+	// process can catch (validate.go).
+	DenyStopSignalKills Reason = "stop-signal-kills"
 )
 
 // ReasonOK is Report.Reason for a report with nothing to say: not a
@@ -78,7 +81,7 @@ var AllReasons = []Reason{
 	WarnShellForm, WarnLivenessIsReadiness, WarnNoReadiness, WarnHookUnknownLength, WarnNoProbePort, WarnWouldChange, WarnAutoWork,
 	WarnMeshProbes, WarnOverCeiling,
 	DenyHookExceedsGrace, DenyBudgetExceedsGrace, DenyBudgetOverCap, DenyInvalidAnnotation, DenyInvalidNamespace, DenyNotMutated, DenyTooManyContainers,
-	DenyProxyExitsEarly, DenyInvalidMeshSetting, DenyOverCeiling,
+	DenyProxyExitsEarly, DenyInvalidMeshSetting, DenyOverCeiling, DenyStopSignalKills,
 }
 
 // Change is one addition Mutate made.
@@ -227,6 +230,10 @@ type ContainerStop struct {
 	Desc string
 	// Added is set when the hook is graceguard's (Changes holds it).
 	Added bool
+	// Signal is the container's lifecycle.stopSignal, which the kubelet
+	// sends instead of SIGTERM once the hook is done; "" when it sets
+	// none (the image's STOPSIGNAL, else SIGTERM).
+	Signal string
 }
 
 // Denied reports whether admission must be refused.
