@@ -182,6 +182,14 @@ var noDrainSignals = map[corev1.Signal]string{
 	corev1.SIGSTOP: "it freezes mid-request until SIGKILL at the grace's end",
 }
 
+// StopSignalDrains reports whether a container stopped with signal (a
+// lifecycle.stopSignal, "" for none) can drain at all: false for SIGKILL
+// and SIGSTOP, which stop-signal-kills denies.
+func StopSignalDrains(signal string) bool {
+	_, never := noDrainSignals[corev1.Signal(signal)]
+	return !never
+}
+
 // stopSignal is the signal a container's lifecycle.stopSignal sends
 // instead of SIGTERM, or "" for none.
 func stopSignal(c *corev1.Container) string {
