@@ -122,6 +122,17 @@ func execHook(cmd ...string) *corev1.Lifecycle {
 	return &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: cmd}}}
 }
 
+// withStopSignal returns l (a copy, or a new lifecycle) with its stop signal.
+func withStopSignal(l *corev1.Lifecycle, sig corev1.Signal) *corev1.Lifecycle {
+	if l == nil {
+		l = &corev1.Lifecycle{}
+	} else {
+		l = l.DeepCopy()
+	}
+	l.StopSignal = &sig
+	return l
+}
+
 func newPod(ann map[string]string, grace int64, containers ...corev1.Container) *corev1.Pod {
 	if len(containers) == 0 {
 		containers = []corev1.Container{{Name: "app", Image: "registry.local/app:1", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}}}
@@ -156,118 +167,167 @@ func TestProvenCondition(t *testing.T) {
 		pod  func() *corev1.Pod
 		// call: the validating webhook is called; denied: it refuses.
 		call, denied bool
+		// ns, when set, is the namespace the Pod is validated in;
+		// reasons, when set, every reason it is refused for.
+		ns      *mutate.Namespace
+		reasons []mutate.Reason
 	}{
-		{"a Pod graceguard mutated", func() *corev1.Pod { return mutated(nil) }, false, false},
+		{"a Pod graceguard mutated", func() *corev1.Pod { return mutated(nil) }, false, false, nil, nil},
 		{"with per-Pod settings graceguard applied", func() *corev1.Pod {
 			return mutated(map[string]string{mutate.AnnotationMaxWork: "40s", mutate.AnnotationRoutingDelay: "8", mutate.AnnotationCleanup: "1500ms",
 				mutate.AnnotationReadinessPath: "/readyz", mutate.AnnotationProbePort: "http", mutate.AnnotationPreStop: "exec", mutate.AnnotationInject: "true"})
-		}, false, false},
-		{"with its own longer hook, counted", func() *corev1.Pod { return mutated(nil, app("app", execHook("/bin/sleep", "20"))) }, false, false},
-		{"the mutating call never made (failurePolicy Ignore)", func() *corev1.Pod { return newPod(nil, 30) }, true, true},
+		}, false, false, nil, nil},
+		{"with its own longer hook, counted", func() *corev1.Pod { return mutated(nil, app("app", execHook("/bin/sleep", "20"))) }, false, false, nil, nil},
+		{"the mutating call never made (failurePolicy Ignore)", func() *corev1.Pod { return newPod(nil, 30) }, true, true, nil, nil},
 		{"a later webhook adds a container without a hook", func() *corev1.Pod {
 			p := mutated(nil)
 			p.Spec.Containers = append(p.Spec.Containers, app("proxy", nil))
 			return p
-		}, true, true},
+		}, true, true, nil, nil},
 		{"a later webhook adds a container with a hook longer than graceguard counted", func() *corev1.Pod {
 			p := mutated(nil)
 			p.Spec.Containers = append(p.Spec.Containers, app("proxy", sleepHook(15)))
 			return p
-		}, true, true},
+		}, true, true, nil, nil},
 		{"a later webhook adds a container with a hook graceguard's budget covers", func() *corev1.Pod {
 			p := mutated(nil)
 			p.Spec.Containers = append(p.Spec.Containers, app("proxy", sleepHook(5)))
 			return p
-		}, false, false},
+		}, false, false, nil, nil},
 		{"a later webhook lowers the grace", func() *corev1.Pod {
 			p := mutated(nil)
 			g := int64(20)
 			p.Spec.TerminationGracePeriodSeconds = &g
 			return p
-		}, true, true},
+		}, true, true, nil, nil},
 		{"a later webhook raises max-work", func() *corev1.Pod {
 			p := mutated(nil)
 			p.Annotations[mutate.AnnotationMaxWork] = "60s"
 			return p
-		}, true, true},
+		}, true, true, nil, nil},
 		{"a later webhook breaks an annotation", func() *corev1.Pod {
 			p := mutated(map[string]string{mutate.AnnotationReadinessPath: "/readyz"})
 			p.Annotations[mutate.AnnotationReadinessPath] = "readyz"
 			return p
-		}, true, true},
+		}, true, true, nil, nil},
 		{"an opted-out Pod whose hooks fit", func() *corev1.Pod {
 			return newPod(map[string]string{mutate.AnnotationInject: "false"}, 30, app("app", sleepHook(29)))
-		}, false, false},
+		}, false, false, nil, nil},
 		{"an opted-out Pod whose hook outlasts its grace", func() *corev1.Pod {
 			return newPod(map[string]string{mutate.AnnotationInject: "false"}, 30, app("app", sleepHook(30)))
-		}, true, true},
+		}, true, true, nil, nil},
 		{"an opted-out Pod whose hook outlasts its liveness probe's grace", func() *corev1.Pod {
 			c := app("app", sleepHook(10))
 			g := int64(10)
 			c.LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{}}, TerminationGracePeriodSeconds: &g}
 			return newPod(map[string]string{mutate.AnnotationInject: "false"}, 30, c)
-		}, true, true},
+		}, true, true, nil, nil},
 		{"a hook whose length CEL does not read", func() *corev1.Pod {
 			return newPod(map[string]string{mutate.AnnotationInject: "false"}, 30, app("app", execHook("sh", "-c", "sleep 5")))
-		}, true, false},
-		{"a container list", func() *corev1.Pod { return mutated(map[string]string{mutate.AnnotationContainers: "app"}) }, true, false},
-		{"max-work: auto, recorded", func() *corev1.Pod { return mutated(map[string]string{mutate.AnnotationMaxWork: mutate.MaxWorkAuto}) }, false, false},
+		}, true, false, nil, nil},
+		{"a container list", func() *corev1.Pod { return mutated(map[string]string{mutate.AnnotationContainers: "app"}) }, true, false, nil, nil},
+		{"max-work: auto, recorded", func() *corev1.Pod { return mutated(map[string]string{mutate.AnnotationMaxWork: mutate.MaxWorkAuto}) }, false, false, nil, nil},
 		{"a later webhook raises the grace (a ceiling may refuse it)", func() *corev1.Pod {
 			p := mutated(nil)
 			g := int64(90)
 			p.Spec.TerminationGracePeriodSeconds = &g
 			return p
-		}, true, false},
+		}, true, false, nil, nil},
 		{"a mesh proxy: the webhook decides", func() *corev1.Pod {
 			return mutated(nil, app("app", nil), app(mutate.ContainerIstioProxy, nil))
-		}, true, false},
+		}, true, false, nil, nil},
 		{"a mesh setting on the Pod: the webhook decides", func() *corev1.Pod {
 			return mutated(map[string]string{"linkerd.io/inject": "disabled"})
-		}, true, false},
+		}, true, false, nil, nil},
 		// Saturation: past 9,223,372,036 s graceguard reads a hook as longer
 		// than any grace, which CEL's integers would not.
 		{"an opted-out Pod whose hook is 9,223,372,037 s, in a grace even longer", func() *corev1.Pod {
 			return newPod(map[string]string{mutate.AnnotationInject: "false"}, math.MaxInt64, app("app", sleepHook(9223372037)))
-		}, true, true},
+		}, true, true, nil, nil},
 		{"an opted-out Pod whose hook is 9,223,372,036 s, in a grace and a probe grace even longer", func() *corev1.Pod {
 			c := app("app", sleepHook(9223372036))
 			g := int64(math.MaxInt64)
 			c.LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{}}, TerminationGracePeriodSeconds: &g}
 			return newPod(map[string]string{mutate.AnnotationInject: "false"}, math.MaxInt64, c)
-		}, false, false},
+		}, false, false, nil, nil},
 		{"an opted-out Pod whose hook of MaxInt64 s outlasts a probe's grace of MaxInt64 s", func() *corev1.Pod {
 			c := app("app", sleepHook(math.MaxInt64))
 			g := int64(math.MaxInt64)
 			c.LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{}}, TerminationGracePeriodSeconds: &g}
 			return newPod(map[string]string{mutate.AnnotationInject: "false"}, 30, c)
-		}, true, true},
+		}, true, true, nil, nil},
 		// Size: 256 KiB anywhere costs what 257 bytes cost, and never errs.
 		{"a later webhook makes the record 256 KiB", func() *corev1.Pod {
 			p := mutated(nil)
 			p.Annotations[mutate.AnnotationBudget] += strings.Repeat(" ", 256<<10)
 			return p
-		}, true, false},
+		}, true, false, nil, nil},
 		{"a later webhook makes a probe path 256 KiB", func() *corev1.Pod {
 			p := mutated(map[string]string{mutate.AnnotationReadinessPath: "/readyz"})
 			p.Annotations[mutate.AnnotationReadinessPath] = "/" + strings.Repeat("r", 256<<10)
 			return p
-		}, true, true},
+		}, true, true, nil, nil},
 		{"a later webhook makes max-work 256 KiB of digits", func() *corev1.Pod {
 			p := mutated(nil)
 			p.Annotations[mutate.AnnotationMaxWork] = strings.Repeat("9", 256<<10)
 			return p
-		}, true, true},
+		}, true, true, nil, nil},
 		{"a hook of exec sleep with 256 KiB of digits", func() *corev1.Pod {
 			return newPod(map[string]string{mutate.AnnotationInject: "false"}, 30, app("app", execHook("sleep", strings.Repeat("9", 256<<10))))
-		}, true, true},
+		}, true, true, nil, nil},
+		// Stop signals: SIGTERM is proven; any other goes to the webhook,
+		// which refuses SIGKILL and SIGSTOP, even opted out.
+		{"a Pod graceguard mutated, whose stop signal is SIGTERM", func() *corev1.Pod {
+			p := mutated(nil, app("app", withStopSignal(nil, corev1.SIGTERM)))
+			p.Spec.OS = &corev1.PodOS{Name: corev1.Linux}
+			return p
+		}, false, false, nil, nil},
+		{"a later webhook sets the stop signal SIGKILL", func() *corev1.Pod {
+			p := mutated(nil)
+			p.Spec.OS = &corev1.PodOS{Name: corev1.Linux}
+			p.Spec.Containers[0].Lifecycle = withStopSignal(p.Spec.Containers[0].Lifecycle, corev1.SIGKILL)
+			return p
+		}, true, true, nil, []mutate.Reason{mutate.DenyStopSignalKills}},
+		{"a stop signal the app drains on (SIGQUIT): the webhook decides, and admits", func() *corev1.Pod {
+			p := mutated(nil, app("nginx", withStopSignal(nil, corev1.SIGQUIT)))
+			p.Spec.OS = &corev1.PodOS{Name: corev1.Linux}
+			return p
+		}, true, false, nil, nil},
+		{"an opted-out Pod whose sidecar stops with SIGSTOP", func() *corev1.Pod {
+			p := newPod(map[string]string{mutate.AnnotationInject: "false"}, 30)
+			p.Spec.OS = &corev1.PodOS{Name: corev1.Linux}
+			always := corev1.ContainerRestartPolicyAlways
+			p.Spec.InitContainers = []corev1.Container{{Name: "shipper", Image: "registry.local/shipper:1", RestartPolicy: &always, Lifecycle: withStopSignal(nil, corev1.SIGSTOP)}}
+			return p
+		}, true, true, nil, []mutate.Reason{mutate.DenyStopSignalKills}},
+		// A namespace's setting CEL cannot read: its finding is the
+		// namespace's (what the proof trusts, docs/admission.md), never the
+		// Pod's own.
+		{"no mutating call, the author's record, max-work: auto and a namespace floor over the default ceiling", func() *corev1.Pod {
+			p := mutated(map[string]string{mutate.AnnotationMaxWork: mutate.MaxWorkAuto})
+			return p
+		}, false, true, &mutate.Namespace{Name: "shop", Labels: map[string]string{mutate.LabelInject: mutate.LabelInjectEnabled},
+			Annotations: map[string]string{mutate.AnnotationMaxWorkFloor: "3m"}}, []mutate.Reason{mutate.DenyInvalidNamespace}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := tc.pod()
 			if got := vp.calls(t, p); got != tc.call {
 				t.Fatalf("validating webhook called: %t, want %t (Pod %+v)", got, tc.call, p)
 			}
-			if got := mutate.Validate(mutate.ForPod(p), ns, opts).Denied(); got != tc.denied {
-				t.Fatalf("validation denies: %t, want %t", got, tc.denied)
+			in := ns
+			if tc.ns != nil {
+				in = *tc.ns
+			}
+			v := mutate.Validate(mutate.ForPod(p), in, opts)
+			if got := v.Denied(); got != tc.denied {
+				t.Fatalf("validation denies: %t, want %t (%v)", got, tc.denied, v.Err())
+			}
+			if tc.reasons != nil {
+				for _, f := range v.Violations {
+					if !slices.Contains(tc.reasons, f.Reason) {
+						t.Errorf("refused for %s, want only %v: %v", f.Reason, tc.reasons, f.Err)
+					}
+				}
 			}
 		})
 	}
