@@ -321,11 +321,11 @@ errs (an error would refuse the Pod under failurePolicy Fail): every field
 is read as optional, every list it walks is bounded first, and every string
 is bounded before any regex, conversion, find, split, comparison or
 search reads it (annotation keys 317 bytes, the API's most; values 256, the
-longest graceguard accepts, a probe path; the record 256, more than twice
-the longest graceguard writes; container names 63; a stop signal 7; the
+longest graceguard accepts, a probe path; the record 256, more than
+the longest graceguard writes (132); container names 63; a stop signal 7; the
 words of an exec hook 256 and 6), so its cost is the same for a value of 256
 KiB as for one of 257 bytes. docs/admission.md says why each part holds;
-internal/chart's TestProvenPodsPassValidation holds it to
+internal/chart's TestProvenCondition and FuzzProvenPodsPassValidation hold it to
 pkg/mutate.Validate and TestProvenConditionCost its cost to the API
 server's limit.
 
