@@ -320,7 +320,7 @@ webhook, reinvocation included), what the webhook would check. It never
 errs (an error would refuse the Pod under failurePolicy Fail): every field
 is read as optional, every list it walks is bounded first, and every string
 is bounded before any regex, conversion, find, split, comparison or
-search reads it (annotation keys 317 bytes, the API's most; values 256, the
+search reads it (in characters: annotation keys 317, the API's most; values 256, the
 longest graceguard accepts, a probe path; the record 256, more than
 the longest graceguard writes (132); container names 63; a stop signal 7; the
 words of an exec hook 256 and 6), so its cost is the same for a value of 256
