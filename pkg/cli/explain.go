@@ -124,7 +124,11 @@ func explain(p *printer, o object) {
 			for _, l := range events(tl, g.sigterm(len(groups) > 1)) {
 				p.line("    %s", l)
 			}
-			for _, l := range wrap(verdict(tl), proseWidth) {
+			v := verdict(tl)
+			if !mutate.StopSignalDrains(g.stop.Signal) {
+				v = noDrain(tl, g.stop.Signal)
+			}
+			for _, l := range wrap(v, proseWidth) {
 				p.line("  %s", l)
 			}
 		}
@@ -162,6 +166,17 @@ func explain(p *printer, o object) {
 			p.line("    %d more violations, not recorded (graceguard keeps the first %d)", v.Unlisted, mutate.MaxRecordedViolations)
 		}
 	}
+}
+
+// noDrain is the verdict for a stop signal no process can catch: the
+// budget's arithmetic holds, and the app still never drains.
+func noDrain(tl budget.Timeline, signal string) string {
+	at := budget.Format
+	if signal == "SIGSTOP" {
+		return fmt.Sprintf("DOES NOT DRAIN: %s at %s (its stopSignal) freezes the process, requests in flight, until SIGKILL at %s; admitted work is cut.",
+			signal, at(tl.SIGTERM), at(tl.Deadline))
+	}
+	return fmt.Sprintf("DOES NOT DRAIN: %s at %s (its stopSignal) ends the process at once; admitted work is cut.", signal, at(tl.SIGTERM))
 }
 
 // writeBudget prints each term, its value and where it came from.
@@ -297,7 +312,7 @@ func stopGroups(m *mutate.Report) []stopGroup {
 	var out []stopGroup
 	for _, s := range m.Stops {
 		i := slices.IndexFunc(out, func(g stopGroup) bool {
-			return g.stop.Hook == s.Hook && g.stop.Known == s.Known && g.stop.Added == s.Added
+			return g.stop.Hook == s.Hook && g.stop.Known == s.Known && g.stop.Added == s.Added && g.stop.Signal == s.Signal
 		})
 		if i < 0 {
 			out = append(out, stopGroup{stop: s})
@@ -327,12 +342,19 @@ func (g stopGroup) value() string {
 	return budget.Format(g.stop.Hook)
 }
 
-// sigterm names who gets SIGTERM: "SIGTERM" alone for a single group.
+// sigterm names who gets SIGTERM: "SIGTERM" alone for a single group, or
+// the signal a lifecycle.stopSignal sends instead ("SIGQUIT (stopSignal,
+// instead of SIGTERM)"): the budget and the timeline are the same, the
+// app must drain on that signal.
 func (g stopGroup) sigterm(multi bool) string {
-	if !multi {
-		return "SIGTERM"
+	sig, why := "SIGTERM", ""
+	if g.stop.Signal != "" && g.stop.Signal != "SIGTERM" {
+		sig, why = g.stop.Signal, " (stopSignal, instead of SIGTERM)"
 	}
-	return "SIGTERM to " + strings.Join(g.names, ", ")
+	if !multi {
+		return sig + why
+	}
+	return sig + " to " + strings.Join(g.names, ", ") + why
 }
 
 func (g stopGroup) note(m *mutate.Report) string {

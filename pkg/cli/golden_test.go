@@ -39,6 +39,7 @@ func TestGolden(t *testing.T) {
 		{"explain-ingress-nginx-long-grace", []string{"explain", "-f", "../manifest/testdata/ingress-nginx.yaml", "--assume-opted-in"}, ""},
 		{"explain-injected-sidecar", []string{"explain", "-f", "../manifest/testdata/istio-injected.yaml"}, ""},
 		{"explain-sleep-infinity", []string{"explain", "-f", "../mutate/testdata/pod-sleep-infinity.yaml"}, ""},
+		{"explain-stop-signal", []string{"explain", "-f", "testdata/explain-stop-signal.yaml"}, ""},
 		{"check-patches-skipped", []string{"check", "-f", "../manifest/testdata/kustomize-patch.yaml", "-f", "../manifest/testdata/cronjob-patch.yaml"}, ""},
 		{"check-legacy-versions-and-list", []string{"check", "-f", "../manifest/testdata/legacy-versions.yaml", "-f", "../manifest/testdata/list.yaml"}, ""},
 		{"check-every-problem-at-once", []string{"check", "-f", "../mutate/testdata/pod-every-problem-at-once.yaml", "-f", "../mutate/testdata/pod-probe-port-undeclared.yaml"}, ""},

@@ -2,6 +2,9 @@ package mutate_test
 
 import (
 	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,6 +140,103 @@ func TestWantsAutoWork(t *testing.T) {
 	} {
 		if got := mutate.WantsAutoWork(tc.pod, tc.ns); got != tc.want {
 			t.Errorf("WantsAutoWork(%v, %v) = %v, want %v", tc.pod, tc.ns, got, tc.want)
+		}
+	}
+}
+
+// A floor of max-work: auto above its ceiling is reported at the bound set
+// closest to the Pod, as that place's finding: a namespace's setting is the
+// namespace's (invalid-namespace-setting), never the Pod's annotation.
+func TestAutoWorkBoundsAreReportedWhereTheyAreSet(t *testing.T) {
+	shop := mutate.Namespace{Name: "shop", Labels: map[string]string{mutate.LabelInject: mutate.LabelInjectEnabled}}
+	const nsPath = "Namespace[shop].metadata.annotations"
+	for _, tc := range []struct {
+		name        string
+		pod, ns     map[string]string
+		reason      mutate.Reason
+		field, text string
+	}{
+		{"the namespace's floor over the default ceiling", map[string]string{mutate.AnnotationMaxWork: mutate.MaxWorkAuto},
+			map[string]string{mutate.AnnotationMaxWorkFloor: "3m"},
+			mutate.DenyInvalidNamespace, nsPath + "[graceguard.io/max-work-floor]", "must be at most its ceiling (2m, the default)"},
+		{"the namespace's floor over its ceiling", map[string]string{mutate.AnnotationMaxWork: mutate.MaxWorkAuto},
+			map[string]string{mutate.AnnotationMaxWorkFloor: "1m", mutate.AnnotationMaxWorkCeiling: "30s"},
+			mutate.DenyInvalidNamespace, nsPath + "[graceguard.io/max-work-ceiling]", "must be at least its floor (1m)"},
+		{"the namespace's ceiling under the default floor", nil,
+			map[string]string{mutate.AnnotationMaxWork: mutate.MaxWorkAuto, mutate.AnnotationMaxWorkCeiling: "10s"},
+			mutate.DenyInvalidNamespace, nsPath + "[graceguard.io/max-work-ceiling]", "must be at least its floor (20s)"},
+		{"the Pod's floor over the namespace's ceiling", map[string]string{mutate.AnnotationMaxWork: mutate.MaxWorkAuto, mutate.AnnotationMaxWorkFloor: "1m"},
+			map[string]string{mutate.AnnotationMaxWorkCeiling: "30s"},
+			mutate.DenyInvalidAnnotation, "metadata.annotations[graceguard.io/max-work-floor]", "must be at most its ceiling (30s)"},
+		{"the Pod's ceiling under the namespace's floor", map[string]string{mutate.AnnotationMaxWorkCeiling: "30s"},
+			map[string]string{mutate.AnnotationMaxWork: mutate.MaxWorkAuto, mutate.AnnotationMaxWorkFloor: "1m"},
+			mutate.DenyInvalidAnnotation, "metadata.annotations[graceguard.io/max-work-ceiling]", "must be at least its floor (1m)"},
+		{"the Pod's floor over the default ceiling", map[string]string{mutate.AnnotationMaxWork: mutate.MaxWorkAuto, mutate.AnnotationMaxWorkFloor: "3m"}, nil,
+			mutate.DenyInvalidAnnotation, "metadata.annotations[graceguard.io/max-work-floor]", "must be at most its ceiling (2m, the default)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := shop
+			ns.Annotations = tc.ns
+			v := mutate.Validate(mutate.ForPod(autoPod(tc.pod)), ns, mutate.DefaultOptions())
+			if len(v.Violations) != 1 {
+				t.Fatalf("violations %v, want one", v.Violations)
+			}
+			f := v.Violations[0]
+			if f.Reason != tc.reason || f.Err.Field != tc.field || !strings.Contains(f.Err.Detail, tc.text) {
+				t.Errorf("got %s at %s: %s\nwant %s at %s: ...%s", f.Reason, f.Err.Field, f.Err.Detail, tc.reason, tc.field, tc.text)
+			}
+		})
+	}
+}
+
+// Every finding about a namespace's setting is at the namespace's path and
+// every finding about a Pod annotation at the Pod's, each with the reason
+// of its place, whatever the two carry: the metrics, the docs and the CEL
+// proof's contract (which excuses only the namespace's) rely on it.
+func TestFindingsAreAttributedToWhereTheValueIsSet(t *testing.T) {
+	values := []string{"auto", "5s", "3m", "1h", "2h", "x", "true", "false", "sleep", "/readyz", "http", "ingress-nginx", "bogus", "enabled", "20", "-1"}
+	keys := append(slices.Clone(mutate.NamespaceDefaultKeys), mutate.AnnotationInject, mutate.AnnotationContainers,
+		"linkerd.io/inject", "config.alpha.linkerd.io/proxy-wait-before-exit-seconds", "config.linkerd.io/shutdown-grace-period",
+		"config.linkerd.io/proxy-enable-native-sidecar", "proxy.istio.io/config")
+	shop := mutate.Namespace{Name: "shop", Labels: map[string]string{mutate.LabelInject: mutate.LabelInjectEnabled}}
+	rnd := rand.New(rand.NewPCG(19, 4960)) // the same walk every run
+	for range 20000 {
+		pod, ns := map[string]string{}, map[string]string{}
+		for _, k := range keys {
+			if rnd.IntN(3) == 0 {
+				pod[k] = values[rnd.IntN(len(values))]
+			}
+			if rnd.IntN(3) == 0 {
+				ns[k] = values[rnd.IntN(len(values))]
+			}
+		}
+		n := shop
+		n.Annotations = ns
+		if rnd.IntN(5) == 0 {
+			n.Labels = map[string]string{mutate.LabelInject: mutate.LabelInjectEnabled, mutate.LabelMode: values[rnd.IntN(len(values))]}
+		}
+		v := mutate.Validate(mutate.ForPod(autoPod(pod)), n, mutate.DefaultOptions())
+		for _, f := range v.Violations {
+			onNS := strings.HasPrefix(f.Err.Field, "Namespace[")
+			switch f.Reason {
+			case mutate.DenyInvalidNamespace:
+				if !onNS {
+					t.Fatalf("%s at the Pod's %s (Pod %v, namespace %v)", f.Reason, f.Err.Field, pod, ns)
+				}
+			case mutate.DenyInvalidAnnotation:
+				if onNS {
+					t.Fatalf("%s at the namespace's %s (Pod %v, namespace %v)", f.Reason, f.Err.Field, pod, ns)
+				}
+			}
+			if onNS {
+				continue
+			}
+			// A finding at one of the Pod's annotations names one it carries.
+			if k, ok := strings.CutPrefix(f.Err.Field, "metadata.annotations["); ok {
+				if _, set := pod[strings.TrimSuffix(k, "]")]; !set {
+					t.Fatalf("%s at %s, which the Pod does not set (Pod %v, namespace %v): %v", f.Reason, f.Err.Field, pod, ns, f.Err)
+				}
+			}
 		}
 	}
 }

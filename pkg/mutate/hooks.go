@@ -1,6 +1,7 @@
 package mutate
 
 import (
+	"errors"
 	"math"
 	"path"
 	"strconv"
@@ -138,7 +139,13 @@ func sleepArgs(args []string) (time.Duration, bool) {
 			a, unit = strings.TrimSuffix(a, "d"), 24*time.Hour
 		}
 		f, err := strconv.ParseFloat(a, 64)
-		if err != nil || f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+		if errors.Is(err, strconv.ErrRange) {
+			// GNU sleep takes a number out of range as its nearest value
+			// (xstrtod's ERANGE): past the largest double it sleeps for
+			// ever, under the smallest not at all.
+			err = nil
+		}
+		if err != nil || f < 0 || math.IsNaN(f) {
 			return 0, false
 		}
 		v := f * float64(unit)

@@ -1,6 +1,7 @@
 package mutate
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +29,10 @@ func TestPreStopLength(t *testing.T) {
 		{"a sleep followed by other work is a lower bound", exec("sh", "-c", "sleep 5 && nginx -s quit"), 5 * time.Second, false},
 		{"sleep infinity never ends", exec("sleep", "infinity"), infinite, true},
 		{"a sleep with a bad operand is unknown", exec("sleep", "soon"), 0, false},
+		{"a number past the largest double sleeps for ever, as GNU sleep does", exec("sleep", strings.Repeat("9", 400)), infinite, true},
+		{"so does +Inf", exec("sleep", "+Inf"), infinite, true},
+		{"an exponent", exec("sleep", "1e3"), 1000 * time.Second, true},
+		{"a number under the smallest double sleeps not at all", exec("sleep", "1e-400"), 0, true},
 		{"another binary is unknown", exec("/drain.sh"), 0, false},
 		{"an empty exec is unknown", exec(), 0, false},
 		{"sh without -c is unknown", exec("sh", "/drain.sh"), 0, false},
@@ -84,5 +89,28 @@ func TestResolveLayersPodOverNamespaceOverCluster(t *testing.T) {
 	}
 	if s.PreStop != PreStopExec {
 		t.Errorf("prestop = %s, want the namespace's exec", s.PreStop)
+	}
+}
+
+// The fix a stop-signal-kills denial offers is one the Pod's OS allows:
+// Windows takes only SIGKILL and SIGTERM.
+func TestStopSignalFixFitsTheOS(t *testing.T) {
+	ns := Namespace{Name: "shop", Labels: map[string]string{LabelInject: LabelInjectEnabled}}
+	for _, tc := range []struct {
+		os   corev1.OSName
+		want string
+	}{
+		{corev1.Linux, "remove it or use a signal the app drains on (SIGTERM, SIGINT, SIGQUIT)"},
+		{corev1.Windows, "remove it or use SIGTERM (Windows allows no other)"},
+	} {
+		kill := corev1.SIGKILL
+		pod := &corev1.Pod{Spec: corev1.PodSpec{OS: &corev1.PodOS{Name: tc.os}, Containers: []corev1.Container{
+			{Name: "app", Image: "registry.local/app:1", Lifecycle: &corev1.Lifecycle{StopSignal: &kill}},
+		}}}
+		pod.Annotations = map[string]string{AnnotationInject: "false"}
+		v := Validate(ForPod(pod), ns, DefaultOptions())
+		if len(v.Violations) != 1 || v.Violations[0].Reason != DenyStopSignalKills || !strings.HasSuffix(v.Violations[0].Err.Detail, tc.want) {
+			t.Errorf("%s: violations %v, want one %s ending %q", tc.os, v.Violations, DenyStopSignalKills, tc.want)
+		}
 	}
 }

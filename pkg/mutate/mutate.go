@@ -228,7 +228,7 @@ func stopOf(c container, added bool) ContainerStop {
 		h = c.c.Lifecycle.PreStop
 	}
 	hl := preStopLength(h)
-	return ContainerStop{Name: c.c.Name, Hook: hl.D, Known: hl.Known, Desc: hl.Desc, Added: added}
+	return ContainerStop{Name: c.c.Name, Hook: hl.D, Known: hl.Known, Desc: hl.Desc, Added: added, Signal: stopSignal(c.c)}
 }
 
 // MaxTreatedContainers bounds the containers graceguard treats in one Pod,

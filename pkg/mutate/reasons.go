@@ -35,6 +35,7 @@ var reasonDocs = map[Reason]struct{ kind, text string }{
 	DenyInvalidMeshSetting:  {"denial", "A mesh setting graceguard relies on does not parse as the mesh reads it (`proxy.istio.io/config`, Linkerd's `config.*` annotations)."},
 	DenyOverCeiling:         {"denial", "The budget needs more grace than a platform ceiling configured to deny grants (`--karpenter-ceiling-action=deny`, `--node-shutdown-ceiling-action=deny`)."},
 	DenyNotMutated:          {"denial", "Enforce mode, and a treated container lacks the preStop sleep graceguard adds: the mutating webhook did not run (its `Ignore` failure policy during an outage). The controller's retry is mutated."},
+	DenyStopSignalKills:     {"denial", "A container's `lifecycle.stopSignal` is one no process can catch: `SIGKILL` kills it at once, `SIGSTOP` freezes it until the kubelet's SIGKILL at the end of the grace period; either way its admitted work is lost. Checked even for opted-out Pods, like the hooks."},
 	DenyTooManyContainers:   {"denial", "More than 32 containers to treat in one Pod (the bound that keeps every answer small): name the ones that serve traffic in `graceguard.io/containers`, or opt the Pod out. Also more than 256 containers in one list, more than the webhook reads of any Pod."},
 	DenyTooLarge:            {"denial", "More of the object than the webhook reads: over 256 ports in a container, or over 4 MiB of what graceguard decides on (containers, hooks, probes, ports, its annotations). graceguard cannot check what it has not read."},
 }

@@ -66,6 +66,9 @@ const (
 	DenyOverCeiling        Reason = "budget-over-platform-ceiling"
 	DenyTooManyContainers  Reason = "too-many-containers"
 	DenyTooLarge           Reason = "object-too-large"
+	// DenyStopSignalKills: a container's lifecycle.stopSignal is one no
+	// process can catch (validate.go).
+	DenyStopSignalKills Reason = "stop-signal-kills"
 )
 
 // ReasonOK is Report.Reason for a report with nothing to say: not a
@@ -79,7 +82,7 @@ var AllReasons = []Reason{
 	WarnShellForm, WarnLivenessIsReadiness, WarnNoReadiness, WarnHookUnknownLength, WarnNoProbePort, WarnWouldChange, WarnAutoWork,
 	WarnMeshProbes, WarnOverCeiling,
 	DenyHookExceedsGrace, DenyBudgetExceedsGrace, DenyBudgetOverCap, DenyInvalidAnnotation, DenyInvalidNamespace, DenyNotMutated, DenyTooManyContainers, DenyTooLarge,
-	DenyProxyExitsEarly, DenyInvalidMeshSetting, DenyOverCeiling,
+	DenyProxyExitsEarly, DenyInvalidMeshSetting, DenyOverCeiling, DenyStopSignalKills,
 }
 
 // Change is one addition Mutate made.
@@ -273,6 +276,10 @@ type ContainerStop struct {
 	Desc string
 	// Added is set when the hook is graceguard's (Changes holds it).
 	Added bool
+	// Signal is the container's lifecycle.stopSignal, which the kubelet
+	// sends instead of SIGTERM once the hook is done; "" when it sets
+	// none (the image's STOPSIGNAL, else SIGTERM).
+	Signal string
 }
 
 // Denied reports whether admission must be refused.

@@ -267,9 +267,13 @@ func resolve(podAnn map[string]string, ns Namespace, opts Options, p paths) (Set
 		return "", nil, "", false
 	}
 	s.WorkFloor, s.WorkCeiling = opts.Defaults.Work, max(DefaultMaxWorkCeiling, opts.Defaults.Work)
-	var ceilingPath *field.Path
-	var ceilingReason Reason
-	for _, b := range []struct {
+	// Where each bound was set (nil: the default), for the finding when
+	// the floor passes the ceiling.
+	var bound [2]struct {
+		path *field.Path
+		r    Reason
+	}
+	for i, b := range []struct {
 		key string
 		dst *time.Duration
 	}{{AnnotationMaxWorkFloor, &s.WorkFloor}, {AnnotationMaxWorkCeiling, &s.WorkCeiling}} {
@@ -283,16 +287,10 @@ func resolve(podAnn map[string]string, ns Namespace, opts Options, p paths) (Set
 			continue
 		}
 		*b.dst = d
-		if b.key == AnnotationMaxWorkCeiling {
-			ceilingPath, ceilingReason = path, r
-		}
+		bound[i].path, bound[i].r = path, r
 	}
 	if s.AutoWork && s.WorkFloor > s.WorkCeiling {
-		if ceilingPath == nil {
-			ceilingPath, ceilingReason = p.pod.Key(AnnotationMaxWorkFloor), DenyInvalidAnnotation
-		}
-		bad = append(bad, Finding{ceilingReason, field.Invalid(ceilingPath, budget.Format(s.WorkCeiling),
-			fmt.Sprintf("the ceiling of graceguard.io/max-work: auto must be at least its floor (%s)", budget.Format(s.WorkFloor)))})
+		bad = append(bad, floorOverCeiling(s.WorkFloor, s.WorkCeiling, bound[0].path, bound[0].r, bound[1].path, bound[1].r))
 	}
 	if v, path, r, ok := str(AnnotationPreStop); ok {
 		h, err := ParsePreStopHandler(v)
@@ -334,6 +332,26 @@ func resolve(podAnn map[string]string, ns Namespace, opts Options, p paths) (Set
 		}
 	}
 	return s, bad
+}
+
+// floorOverCeiling is the finding for a floor of max-work: auto above its
+// ceiling, at the bound set closest to the Pod (the Pod's ceiling, the Pod's
+// floor, the namespace's ceiling, the namespace's floor), with that bound's
+// reason: a namespace's setting is the namespace's finding, never the
+// Pod's. A nil path is a bound left at its default; both never are (the
+// default floor is at most the default ceiling).
+func floorOverCeiling(floor, ceiling time.Duration, floorPath *field.Path, floorR Reason, ceilPath *field.Path, ceilR Reason) Finding {
+	atCeiling := ceilPath != nil && (ceilR == DenyInvalidAnnotation || floorPath == nil || floorR != DenyInvalidAnnotation)
+	if atCeiling {
+		return Finding{ceilR, field.Invalid(ceilPath, budget.Format(ceiling),
+			fmt.Sprintf("the ceiling of graceguard.io/max-work: auto must be at least its floor (%s)", budget.Format(floor)))}
+	}
+	where := ""
+	if ceilPath == nil {
+		where = ", the default"
+	}
+	return Finding{floorR, field.Invalid(floorPath, budget.Format(floor),
+		fmt.Sprintf("the floor of graceguard.io/max-work: auto must be at most its ceiling (%s%s)", budget.Format(ceiling), where))}
 }
 
 // parseDuration reads a duration annotation at path; a value that does not

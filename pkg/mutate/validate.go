@@ -18,7 +18,23 @@ import (
 // within, even in Pods that opted out. Unless opted out, the budget must
 // fit the grace period and the cap, and every graceguard annotation must
 // parse.
+//
+// Every container's stop signal must be one the app can catch, even in
+// Pods that opted out: like a hook the kubelet kills, SIGKILL or SIGSTOP
+// is about the Pod itself, not its budget, and graceguard's mutation and
+// budget change nothing about it. A Pod opts out of what graceguard adds
+// and counts, not of the check that it can stop gracefully at all.
 func Validate(t Target, ns Namespace, opts Options) *Report {
+	r := validate(t, ns, opts)
+	if r.Skip == "" {
+		// Mutation never changes a stop signal: Pods and templates, in
+		// enforce and warn mode, are checked as they are.
+		checkStopSignals(t, r)
+	}
+	return r
+}
+
+func validate(t Target, ns Namespace, opts Options) *Report {
 	r, s, bad, p := begin(t, ns, opts, StageValidate)
 	if r.Skip != "" {
 		return r
@@ -149,6 +165,60 @@ func checkHooks(t Target, r *Report) {
 				fmt.Sprintf("must be longer than the preStop hook (%s): a %s kill gives the container only this long, hook included",
 					formatHook(hl.D), pr.name)))
 		}
+	}
+	for i := range t.Spec.InitContainers {
+		if c := &t.Spec.InitContainers[i]; isSidecar(c) {
+			check(c, func() *field.Path { return t.SpecPath.Child("initContainers").Index(i) })
+		}
+	}
+	for i := range t.Spec.Containers {
+		check(&t.Spec.Containers[i], func() *field.Path { return t.SpecPath.Child("containers").Index(i) })
+	}
+}
+
+// Stop signals no process can catch or ignore: with either, the app never
+// drains. SIGKILL ends it at once; SIGSTOP freezes it, requests in flight,
+// until the runtime's SIGKILL at the end of the grace period.
+var noDrainSignals = map[corev1.Signal]string{
+	corev1.SIGKILL: "it dies at once, its admitted work lost",
+	corev1.SIGSTOP: "it freezes mid-request until SIGKILL at the grace's end",
+}
+
+// StopSignalDrains reports whether a container stopped with signal (a
+// lifecycle.stopSignal, "" for none) can drain at all: false for SIGKILL
+// and SIGSTOP, which stop-signal-kills denies.
+func StopSignalDrains(signal string) bool {
+	_, never := noDrainSignals[corev1.Signal(signal)]
+	return !never
+}
+
+// stopSignal is the signal a container's lifecycle.stopSignal sends
+// instead of SIGTERM, or "" for none.
+func stopSignal(c *corev1.Container) string {
+	if c.Lifecycle == nil || c.Lifecycle.StopSignal == nil {
+		return ""
+	}
+	return string(*c.Lifecycle.StopSignal)
+}
+
+// checkStopSignals denies a stop signal that gives the app no drain, on
+// every regular container and native sidecar (the API allows none on
+// other init containers and ephemeral ones). Any other signal is the
+// app's choice (one it drains on: SIGQUIT for nginx, SIGINT for many
+// runtimes), and the budget holds for it as for SIGTERM.
+func checkStopSignals(t Target, r *Report) {
+	fix := "remove it or use a signal the app drains on (SIGTERM, SIGINT, SIGQUIT)"
+	if t.Spec.OS != nil && t.Spec.OS.Name == corev1.Windows {
+		fix = "remove it or use SIGTERM (Windows allows no other)"
+	}
+	check := func(c *corev1.Container, path func() *field.Path) {
+		sig := stopSignal(c)
+		what, ok := noDrainSignals[corev1.Signal(sig)]
+		if !ok {
+			return
+		}
+		r.deny(DenyStopSignalKills, field.Invalid(path().Child("lifecycle", "stopSignal"), sig,
+			fmt.Sprintf("container %q gets %s, which no process can catch: %s; %s", clip(c.Name), sig, what, fix)))
 	}
 	for i := range t.Spec.InitContainers {
 		if c := &t.Spec.InitContainers[i]; isSidecar(c) {
