@@ -111,16 +111,18 @@ func LookupKey(name string, m Where) (Key, bool) {
 	return Keys[i], true
 }
 
-// KeysIn lists the names of the keys graceguard reads in m, in Keys' order.
-func KeysIn(m Where) []string {
+// NamespaceDefaultKeys are the annotations a Namespace may carry as
+// defaults for its Pods: graceguard's keys read on Namespaces. Per-Pod keys
+// (containers, inject) only make sense on a Pod.
+var NamespaceDefaultKeys = func() []string {
 	var out []string
 	for _, k := range Keys {
-		if k.Where&m != 0 {
+		if k.Owner == ownerGraceguard && k.Where&NamespaceAnnotation != 0 {
 			out = append(out, k.Name)
 		}
 	}
 	return out
-}
+}()
 
 // MaxKeyLength is the length of the longest key in Keys: no longer name
 // can be one graceguard reads.
