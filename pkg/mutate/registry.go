@@ -103,9 +103,11 @@ var Keys = []Key{
 }
 
 // LookupKey returns the key named name if graceguard reads it in m.
+// A name may have a row for each place (graceguard.io/inject is a
+// Namespace label and a Pod annotation).
 func LookupKey(name string, m Where) (Key, bool) {
-	i := slices.IndexFunc(Keys, func(k Key) bool { return k.Name == name })
-	if i < 0 || Keys[i].Where&m == 0 {
+	i := slices.IndexFunc(Keys, func(k Key) bool { return k.Name == name && k.Where&m != 0 })
+	if i < 0 {
 		return Key{}, false
 	}
 	return Keys[i], true
