@@ -31,7 +31,6 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -137,11 +136,12 @@ func Run(ctx context.Context, cfg config.Config, restCfg *rest.Config, reg prome
 		HealthProbeBindAddress: "0",
 		// graceguard reads namespaces' labels and annotations only; their
 		// managedFields would be most of the cache's memory.
-		Cache: cache.Options{
-			DefaultTransform: cache.TransformStripManagedFields(),
-			// Of each Namespace, only the keys graceguard reads, bounded.
-			ByObject: map[client.Object]cache.ByObject{webhook.NamespaceMetadata(): {Transform: webhook.BoundNamespace}},
-		},
+		// Of each Namespace, only the keys graceguard reads, bounded. A
+		// default transform, not a ByObject one: the cache resolves a
+		// ByObject's REST mapping when the manager is created, so an API
+		// server unreachable at start would stop the webhook instead of
+		// failing /readyz while it retries.
+		Cache: cache.Options{DefaultTransform: boundCache},
 		// graceguard's own webhook server (webhookServer): TLS 1.2+ with
 		// AEAD suites, read and write timeouts sized to the webhook
 		// timeout, tls.crt and tls.key reloaded when they change.
@@ -367,4 +367,18 @@ func (a afterReady) Start(ctx context.Context) error {
 		return nil
 	}
 	return a.Server.Start(ctx)
+}
+
+// stripManagedFields is the cache's transform for every object.
+var stripManagedFields = cache.TransformStripManagedFields()
+
+// boundCache is the cache's transform: managedFields stripped from every
+// object, and of the namespaces' metadata (the cache's only metadata
+// informer) only what graceguard reads (webhook.BoundNamespace).
+func boundCache(obj any) (any, error) {
+	obj, err := stripManagedFields(obj)
+	if err != nil {
+		return nil, err
+	}
+	return webhook.BoundNamespace(obj)
 }
