@@ -136,12 +136,16 @@ func Run(ctx context.Context, cfg config.Config, restCfg *rest.Config, reg prome
 		HealthProbeBindAddress: "0",
 		// graceguard reads namespaces' labels and annotations only; their
 		// managedFields would be most of the cache's memory.
-		// Of each Namespace, only the keys graceguard reads, bounded. A
-		// default transform, not a ByObject one: the cache resolves a
-		// ByObject's REST mapping when the manager is created, so an API
-		// server unreachable at start would stop the webhook instead of
-		// failing /readyz while it retries.
-		Cache: cache.Options{DefaultTransform: boundCache},
+		// Of each Namespace, only the keys graceguard reads, bounded (a
+		// default transform: ByObject would need the API server to build
+		// the manager, and the webhook starts without one).
+		Cache: cache.Options{DefaultTransform: func(obj any) (any, error) {
+			obj, err := cache.TransformStripManagedFields()(obj)
+			if err != nil {
+				return obj, err
+			}
+			return webhook.BoundNamespace(obj)
+		}},
 		// graceguard's own webhook server (webhookServer): TLS 1.2+ with
 		// AEAD suites, read and write timeouts sized to the webhook
 		// timeout, tls.crt and tls.key reloaded when they change.
@@ -367,18 +371,4 @@ func (a afterReady) Start(ctx context.Context) error {
 		return nil
 	}
 	return a.Server.Start(ctx)
-}
-
-// stripManagedFields is the cache's transform for every object.
-var stripManagedFields = cache.TransformStripManagedFields()
-
-// boundCache is the cache's transform: managedFields stripped from every
-// object, and of the namespaces' metadata (the cache's only metadata
-// informer) only what graceguard reads (webhook.BoundNamespace).
-func boundCache(obj any) (any, error) {
-	obj, err := stripManagedFields(obj)
-	if err != nil {
-		return nil, err
-	}
-	return webhook.BoundNamespace(obj)
 }

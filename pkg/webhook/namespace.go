@@ -90,11 +90,9 @@ func get(ctx context.Context, r client.Reader, name string) result {
 // key's bound (mutate.Clipped, which the size guard still refuses). So a
 // namespace holding 256 KiB of annotations costs the cache a few hundred
 // bytes, and every review that reads it a copy of those, not of 256 KiB.
-// Other objects, and the metadata of other kinds (the cache sets each
-// object's kind), are returned unchanged.
 func BoundNamespace(obj any) (any, error) {
 	m, ok := obj.(*metav1.PartialObjectMetadata)
-	if !ok || (m.Kind != "" && m.Kind != "Namespace") {
+	if !ok || m.Kind != "Namespace" {
 		return obj, nil
 	}
 	return boundNamespace(m), nil
