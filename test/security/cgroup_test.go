@@ -81,8 +81,18 @@ func (c *memCgroup) procsFile() string { return filepath.Join(c.dir, "cgroup.pro
 // limit is memory.limit_in_bytes.
 func (c *memCgroup) limit() int64 { return c.read("memory.limit_in_bytes") }
 
-// resetPeak starts memory.max_usage_in_bytes over from the usage now.
-func (c *memCgroup) resetPeak() error { return c.write("memory.max_usage_in_bytes", 0) }
+// resetPeak starts memory.max_usage_in_bytes, and the kernel memory's
+// peak, over from the usage now.
+func (c *memCgroup) resetPeak() error {
+	if err := c.write("memory.kmem.max_usage_in_bytes", 0); err != nil {
+		return err
+	}
+	return c.write("memory.max_usage_in_bytes", 0)
+}
+
+// kernelPeak is memory.kmem.max_usage_in_bytes: the most kernel memory
+// (sockets, slab, page tables) charged to the cgroup since resetPeak.
+func (c *memCgroup) kernelPeak() int64 { return c.read("memory.kmem.max_usage_in_bytes") }
 
 // peak is memory.max_usage_in_bytes: the most the cgroup was charged
 // (anonymous memory, page cache and kernel memory) since resetPeak.

@@ -38,6 +38,7 @@ const (
 	apiStreams    = 6 // dense Pods through the API server at once
 	updateStreams = 2 // dense workload UPDATEs at once
 	directClients = 8 // clients posting dense reviews to the webhook's port
+	bigClients    = 5 // clients posting 3 MiB reviews during the flood
 	// storedFill is what a stored dense workload holds: etcd's default
 	// request limit is 1.5 MiB, so that is the largest oldObject the API
 	// server can send.
@@ -66,6 +67,7 @@ func (e *env) classes(d time.Duration) []class {
 		class{"dense Pods through the API server", timed(e.densePods, d)},
 		class{"dense Deployment and CronJob UPDATEs through the API server", timed(e.denseUpdates, d)},
 		class{"dense reviews posted to the webhook's port", timed(e.direct, d)},
+		class{"idle-headers flood and 3 MiB reviews at once", timed(e.floodAndReviews, d+time.Minute)},
 		class{"everything at once", timed(e.everything, 2*d)},
 	)
 }
@@ -170,6 +172,7 @@ type fixtures struct {
 	pods      [][]byte // dense Pods, for the API server
 	updates   map[workloadKind][][]byte
 	direct    []directReview
+	big       []directReview // the dense Pods' reviews, at the API server's size
 	annotated [][]byte
 	ordinary  []byte
 }
@@ -229,6 +232,9 @@ func (e *env) setUp(ctx context.Context) error {
 			path = webhook.PathMutatePod
 		}
 		fx.direct = append(fx.direct, directReview{path, review("CREATE", "", "Pod", "pods", denseNS, s.podJSON("dense", denseNS, directFill, 'a'), nil)})
+	}
+	for _, pod := range fx.pods {
+		fx.big = append(fx.big, directReview{webhook.PathValidatePod, review("CREATE", "", "Pod", "pods", denseNS, pod, nil)})
 	}
 	old := deployment.workloadJSON("dense", denseNS, "1", stored, directFill/2-8<<10, 'a')
 	obj := deployment.workloadJSON("dense", denseNS, "1", stored, directFill/2-8<<10, 'b')
@@ -326,14 +332,20 @@ func (e *env) denseUpdates(ctx context.Context) string {
 // its port, directClients at once, one of them without a Content-Length
 // (chunked), until ctx ends.
 func (e *env) direct(ctx context.Context) string {
+	return "reviews: " + e.post(ctx, directClients, fx.direct)
+}
+
+// post posts reviews to the webhook's port from n clients at once, one of
+// them without a Content-Length (chunked), until ctx ends.
+func (e *env) post(ctx context.Context, n int, reviews []directReview) string {
 	var t tally
-	clients := make([]*http.Client, directClients)
+	clients := make([]*http.Client, n)
 	for i := range clients {
 		clients[i] = e.api.HTTPClient()
 		defer clients[i].CloseIdleConnections()
 	}
-	e.streamsOf(ctx, directClients, func(client, i int) {
-		r := fx.direct[i%len(fx.direct)]
+	e.streamsOf(ctx, n, func(client, i int) {
+		r := reviews[i%len(reviews)]
 		var body io.Reader = bytes.NewReader(r.body)
 		if client == 0 {
 			body = io.MultiReader(body) // no length: sent chunked
@@ -368,7 +380,35 @@ func (e *env) direct(ctx context.Context) string {
 			t.add("HTTP "+strconv.Itoa(resp.StatusCode), string(b))
 		}
 	})
-	return "reviews: " + t.String() + t.messages()
+	return t.String() + t.messages()
+}
+
+// floodAndReviews is the worst an in-cluster client can build (it found
+// 134 MiB in process, docs/security.md): the costliest flood, 10,000
+// idle-headers connections, while bigClients clients post the 3 MiB
+// reviews the API server can send, one after another, until the flood
+// ends, the flood held until then.
+func (e *env) floodAndReviews(ctx context.Context) string {
+	var reviews string
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); reviews = e.post(rctx, bigClients, fx.big) }()
+	held := "flood: "
+	if f, err := flood.Start(flood.IdleHeaders, e.webhookAddr, floodConns, 0); err != nil {
+		held += err.Error()
+	} else {
+		c, err := f.Wait(10 * time.Minute)
+		if err != nil {
+			held += err.Error()
+		} else {
+			held = fmt.Sprintf("%s: %d of %d connections opened (%d failed), held until the class ended", flood.Descriptions[flood.IdleHeaders], c.Opened, floodConns, c.Failed)
+		}
+		<-ctx.Done()
+		f.Stop()
+	}
+	stop()
+	<-done
+	return held + "; 3 MiB reviews: " + reviews
 }
 
 // flood opens floodConns connections of kind (active ones: 1,000, each

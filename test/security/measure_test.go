@@ -29,6 +29,8 @@ type result struct {
 	// RSS the webhook's peak resident set (VmHWM), both sampled or reset
 	// at the class's start.
 	Usage, Anon, RSS int64
+	// Kernel is the cgroup's peak kernel memory (memory.kmem.max_usage_in_bytes).
+	Kernel int64
 	// StartAnon is the anonymous memory at the class's start (what the
 	// runtime had not returned yet); Heap the most Go heap in use.
 	StartAnon, Heap int64
@@ -38,15 +40,17 @@ type result struct {
 	// LimitHits is memory.failcnt's growth (the cgroup reached its limit and
 	// the kernel reclaimed), OOMKills the OOM killer's.
 	LimitHits, OOMKills int64
-	Restarts            int
-	Creates             creates
-	Load                string
-	Seconds             float64
+	// Limit is the cgroup's memory limit.
+	Limit    int64
+	Restarts int
+	Creates  creates
+	Load     string
+	Seconds  float64
 }
 
 func (r result) String() string {
-	return fmt.Sprintf("%s: anon %.0f MiB at the start; peak usage %.0f MiB, anon %.0f MiB, RSS %.0f MiB, heap %.0f MiB; allocated %.0f MiB in %d GCs; %d shed; limit hits %d, OOM kills %d, restarts %d; ordinary Pods %d of %d admitted, p99 %s (%s); %.0fs\n%s",
-		r.Class, mib(r.StartAnon), mib(r.Usage), mib(r.Anon), mib(r.RSS), mib(r.Heap), mib(r.Alloc), r.GCs, r.Shed, r.LimitHits, r.OOMKills, r.Restarts,
+	return fmt.Sprintf("%s: anon %.1f MiB at the start; peak usage %.1f MiB, kernel %.1f MiB, anon %.1f MiB, RSS %.0f MiB, heap %.0f MiB; allocated %.0f MiB in %d GCs; %d shed; limit hits %d, OOM kills %d, restarts %d; ordinary Pods %d of %d admitted, p99 %s (%s); %.0fs\n%s",
+		r.Class, mib(r.StartAnon), mib(r.Usage), mib(r.Kernel), mib(r.Anon), mib(r.RSS), mib(r.Heap), mib(r.Alloc), r.GCs, r.Shed, r.LimitHits, r.OOMKills, r.Restarts,
 		r.Creates.ok, r.Creates.n, r.Creates.p99.Round(time.Millisecond), r.Creates.firstErr, r.Seconds, r.Load)
 }
 
@@ -134,10 +138,10 @@ func (e *env) measure(ctx context.Context, t *testing.T, c class) result {
 	after := e.scrapeAfter(ctx)
 	r := result{
 		Class: c.name, Load: load, Seconds: end.Sub(start).Seconds(),
-		Usage: e.cg.peak(), Anon: e.peakAnon.Load(), StartAnon: startAnon, Heap: max(e.peakHeap.Load(), int64(after.heap)),
+		Usage: e.cg.peak(), Kernel: e.cg.kernelPeak(), Anon: e.peakAnon.Load(), StartAnon: startAnon, Heap: max(e.peakHeap.Load(), int64(after.heap)),
 		RSS:   max(procStatus(e.webhookPID(), "VmHWM"), e.peakRSS.Load()),
 		Alloc: delta(before.alloc, after.alloc), GCs: delta(before.gcs, after.gcs), Shed: delta(before.shed, after.shed),
-		LimitHits: e.cg.failcnt() - hits, OOMKills: e.cg.oomKills() - ooms,
+		LimitHits: e.cg.failcnt() - hits, OOMKills: e.cg.oomKills() - ooms, Limit: e.cg.limit(),
 		Restarts: e.restartCount() - restarts,
 		Creates:  e.trickle.window(start, end),
 	}
@@ -160,14 +164,14 @@ func writeReport(path string, e *env, results []result, rounds int, classTime ti
 		"with the chart's environment (%s) and flags, rendered from the chart (`%s`), beside the flags that connect it here. "+
 		"Each class runs %s (the floods: until every connection is open, then 5 s; everything at once: %s), one after another on "+
 		"the same process, %d rounds; each cell is the range over the rounds. Peak charge is `memory.max_usage_in_bytes` (anonymous "+
-		"memory, page cache and kernel memory, reset before each class), anon the most `memory.stat rss` (sampled every 10 ms), "+
+		"memory, page cache and kernel memory, reset before each class), kernel `memory.kmem.max_usage_in_bytes` (its kernel part: sockets, slab, page tables), anon the most `memory.stat rss` (sampled every 10 ms), "+
 		"RSS the webhook's VmHWM (reset before each class; code pages included); allocated is `go_memstats_alloc_bytes_total`; "+
 		"limit hits `memory.failcnt` (the kernel reclaimed page cache at the limit), OOM kills `memory.oom_control`. Throughout, "+
 		"ordinary Pods (`fixture.TypicalPod`) are created through the API server five a second, one after another.\n\n",
 		machine(), loadStart, loadAverage(), e.api.Version, mib(limit), strings.Join(e.envVars, ", "),
 		strings.Join(e.args, " "), classTime, 2*classTime, rounds)
-	b.WriteString("| class | sent (last round) | peak charge | peak anon | peak RSS | allocated | GC cycles | 429s | limit hits | OOM kills | restarts | ordinary Pods admitted | their p99 |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| class | sent (last round) | peak charge | peak kernel | peak anon | peak RSS | allocated | GC cycles | 429s | limit hits | OOM kills | restarts | ordinary Pods admitted | their p99 |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	var order []string
 	byClass := map[string][]result{}
 	for _, r := range results {
@@ -179,8 +183,9 @@ func writeReport(path string, e *env, results []result, rounds int, classTime ti
 	for _, name := range order {
 		rs := byClass[name]
 		last := rs[len(rs)-1]
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", name, summary(last.Load),
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", name, summary(last.Load),
 			span(rs, func(r result) float64 { return mib(r.Usage) }, "%.0f MiB"),
+			span(rs, func(r result) float64 { return mib(r.Kernel) }, "%.0f MiB"),
 			span(rs, func(r result) float64 { return mib(r.Anon) }, "%.0f MiB"),
 			span(rs, func(r result) float64 { return mib(r.RSS) }, "%.0f MiB"),
 			span(rs, func(r result) float64 { return mib(r.Alloc) }, "%.0f MiB"),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -34,6 +35,9 @@ const (
 	binaryEnv  = "GRACEGUARD_WEBHOOK_BINARY"
 	classEnv   = "GRACEGUARD_REPORT_CLASS_SECONDS"
 	roundsEnv  = "GRACEGUARD_REPORT_ROUNDS"
+	// argsEnv are flags after the chart's, to measure another setting
+	// (the table's header lists them with the chart's).
+	argsEnv    = "GRACEGUARD_REPORT_EXTRA_ARGS"
 	releaseNS  = "graceguard-system"
 	denseNS    = "dense"
 	trickleNS  = "ordinary"
@@ -45,12 +49,15 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestBinaryUnderTheChartsMemoryLimit is the report, not a test: it runs
-// only with GRACEGUARD_BINARY_REPORT set (make security-report).
+// TestBinaryUnderTheChartsMemoryLimit is the report: it runs only with
+// GRACEGUARD_BINARY_REPORT set (make security-report), every class for
+// GRACEGUARD_REPORT_CLASS_SECONDS (30), GRACEGUARD_REPORT_ROUNDS times (3),
+// writes the table and then fails on what TestTheWorstAttacksStayUnderTheLimit
+// fails on.
 func TestBinaryUnderTheChartsMemoryLimit(t *testing.T) {
 	report := os.Getenv(reportEnv)
 	if report == "" {
-		t.Skip("a measurement, not a test: make security-report")
+		t.Skip("the long report: make security-report (TestTheWorstAttacksStayUnderTheLimit is its short form)")
 	}
 	bin := os.Getenv(binaryEnv)
 	if bin == "" {
@@ -58,27 +65,81 @@ func TestBinaryUnderTheChartsMemoryLimit(t *testing.T) {
 	}
 	classTime := time.Duration(envInt(classEnv, 30)) * time.Second
 	rounds := envInt(roundsEnv, 3)
+	var only *regexp.Regexp
+	if s := os.Getenv(classesEnv); s != "" {
+		re, err := regexp.Compile(s)
+		if err != nil {
+			t.Fatalf("%s: %v", classesEnv, err)
+		}
+		only = re
+	}
+	e, loadStart, results := run(t, bin, classTime, rounds, only)
+	if err := writeReport(report, e, results, rounds, classTime, loadStart); err != nil {
+		t.Fatal(err)
+	}
+	check(t, results)
+}
+
+// TestTheWorstAttacksStayUnderTheLimit is the report's short form, in
+// make test: the webhook built from this tree, in the chart's memory
+// limit, through the costliest class (the idle-headers flood with 3 MiB
+// reviews) and every class at once, 10 s each. It fails when the webhook
+// was OOM-killed or restarted, or an ordinary Pod was not admitted.
+func TestTheWorstAttacksStayUnderTheLimit(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "webhook")
+	build := exec.Command("go", "build", "-trimpath", "-o", bin, "github.com/graceguard/graceguard/cmd/webhook")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the webhook: %v\n%s", err, out)
+	}
+	_, _, results := run(t, bin, 10*time.Second, 1, regexp.MustCompile(`^(idle-headers flood and 3 MiB reviews at once|everything at once)$`))
+	if len(results) != 2 {
+		t.Fatalf("ran %d classes, want 2", len(results))
+	}
+	check(t, results)
+}
+
+// check fails for each class in which the webhook was OOM-killed,
+// restarted or reached the cgroup's limit with anonymous memory, or an
+// ordinary Pod was not admitted (or none was tried).
+func check(t *testing.T, results []result) {
+	t.Helper()
+	for _, r := range results {
+		if r.OOMKills > 0 || r.Restarts > 0 {
+			t.Errorf("round %d, %s: %d OOM kills, %d restarts; want none", r.Round, r.Class, r.OOMKills, r.Restarts)
+		}
+		if r.Anon >= r.Limit {
+			t.Errorf("round %d, %s: anonymous memory reached %.0f MiB, the limit %.0f MiB", r.Round, r.Class, mib(r.Anon), mib(r.Limit))
+		}
+		if r.Creates.n == 0 || r.Creates.ok < r.Creates.n {
+			t.Errorf("round %d, %s: %d of %d ordinary Pods admitted; want all (%s)", r.Round, r.Class, r.Creates.ok, r.Creates.n, r.Creates.firstErr)
+		}
+	}
+}
+
+// run starts the webhook binary bin in the chart's memory limit and runs
+// the classes only matches (nil: all), each for classTime, rounds times.
+func run(t *testing.T, bin string, classTime time.Duration, rounds int, only *regexp.Regexp) (*env, string, []result) {
+	t.Helper()
 	if err := flood.RaiseFileLimit(floodConns + 2000); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Hour)
-	defer cancel()
+	t.Cleanup(cancel)
 
 	e := start(ctx, t, bin)
 	loadStart := loadAverage()
 	classes := e.classes(classTime)
-	if only := os.Getenv(classesEnv); only != "" {
-		re, err := regexp.Compile(only)
-		if err != nil {
-			t.Fatalf("%s: %v", classesEnv, err)
-		}
-		classes = slices.DeleteFunc(classes, func(c class) bool { return !re.MatchString(c.name) })
+	if only != nil {
+		classes = slices.DeleteFunc(classes, func(c class) bool { return !only.MatchString(c.name) })
 	}
 	var results []result
 	for round := 1; round <= rounds; round++ {
 		// Each round starts from the webhook at rest: the runtime returns
 		// what the last round left (within two minutes, its periodic GC).
-		e.settle(ctx, e.baseline+8<<20, 150*time.Second)
+		if round > 1 {
+			e.settle(ctx, e.baseline+8<<20, 150*time.Second)
+		}
 		for _, c := range classes {
 			e.settle(ctx, 0, 20*time.Second)
 			r := e.measure(ctx, t, c)
@@ -87,9 +148,7 @@ func TestBinaryUnderTheChartsMemoryLimit(t *testing.T) {
 			results = append(results, r)
 		}
 	}
-	if err := writeReport(report, e, results, rounds, classTime, loadStart); err != nil {
-		t.Fatal(err)
-	}
+	return e, loadStart, results
 }
 
 func envInt(name string, def int) int {
@@ -144,6 +203,7 @@ func start(ctx context.Context, t *testing.T, bin string) *env {
 	if e.args, err = localArgs(c.Args); err != nil {
 		t.Fatal(err)
 	}
+	e.args = append(e.args, strings.Fields(os.Getenv(argsEnv))...)
 	if e.envVars, err = localEnv(c); err != nil {
 		t.Fatal(err)
 	}
