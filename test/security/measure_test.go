@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -163,13 +164,13 @@ func writeReport(path string, e *env, results []result, rounds int, classTime ti
 		"builds it) runs in a cgroup v1 memory cgroup limited to the chart's `resources.limits.memory` (%.0f MiB, no swap), "+
 		"with the chart's environment (%s) and flags, rendered from the chart (`%s`), beside the flags that connect it here. "+
 		"Each class runs %s (the floods: until every connection is open, then 5 s; everything at once: %s), one after another on "+
-		"the same process, %d rounds; each cell is the range over the rounds. Peak charge is `memory.max_usage_in_bytes` (anonymous "+
+		"the same process, %s; each cell is the range over the rounds. Peak charge is `memory.max_usage_in_bytes` (anonymous "+
 		"memory, page cache and kernel memory, reset before each class), kernel `memory.kmem.max_usage_in_bytes` (its kernel part: sockets, slab, page tables), anon the most `memory.stat rss` (sampled every 10 ms), "+
 		"RSS the webhook's VmHWM (reset before each class; code pages included); allocated is `go_memstats_alloc_bytes_total`; "+
 		"limit hits `memory.failcnt` (the kernel reclaimed page cache at the limit), OOM kills `memory.oom_control`. Throughout, "+
 		"ordinary Pods (`fixture.TypicalPod`) are created through the API server five a second, one after another.\n\n",
 		machine(), loadStart, loadAverage(), e.api.Version, mib(limit), strings.Join(e.envVars, ", "),
-		strings.Join(e.args, " "), classTime, 2*classTime, rounds)
+		strings.Join(e.args, " "), classTime, 2*classTime, plural(rounds, "round"))
 	b.WriteString("| class | sent (last round) | peak charge | peak kernel | peak anon | peak RSS | allocated | GC cycles | 429s | limit hits | OOM kills | restarts | ordinary Pods admitted | their p99 |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	var order []string
@@ -213,6 +214,14 @@ func writeReport(path string, e *env, results []result, rounds int, classTime ti
 	}
 	out := append(append(append([]byte{}, doc[:i+len(begin)]...), b.String()...), doc[j:]...)
 	return os.WriteFile(path, out, 0o644)
+}
+
+// plural is "1 round", "3 rounds".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 // summary is a load's first line, its messages left to the log.
