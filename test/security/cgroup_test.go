@@ -98,10 +98,6 @@ func (c *memCgroup) kernelPeak() int64 { return c.read("memory.kmem.max_usage_in
 // (anonymous memory, page cache and kernel memory) since resetPeak.
 func (c *memCgroup) peak() int64 { return c.read("memory.max_usage_in_bytes") }
 
-// failcnt is how often the cgroup's usage reached its limit (and the
-// kernel had to reclaim, or kill).
-func (c *memCgroup) failcnt() int64 { return c.read("memory.failcnt") }
-
 // oomKills is the OOM killer's count of processes killed in the cgroup.
 func (c *memCgroup) oomKills() int64 { return c.field("memory.oom_control", "oom_kill") }
 
