@@ -89,8 +89,10 @@ fuzz: ## Fuzz the parsers, the mutation invariants (and their independence of th
 	$(GO) test ./pkg/manifest -run '^$$' -fuzz FuzzRender -fuzztime $(FUZZTIME) -fuzzminimizetime 0
 
 .PHONY: security-report
-security-report: ## Send the adversarial corpus through the real handlers and write the measured answers, sizes, allocations and times into docs/security.md.
+security-report: build ## Send the adversarial corpus through the handlers, then every attack class to bin/webhook in a memory cgroup at the chart's limit beside a real kube-apiserver (root, cgroup v1); write both tables into docs/security.md. GRACEGUARD_REPORT_ROUNDS, _CLASS_SECONDS and _CLASSES (a regexp) shorten it.
 	GRACEGUARD_SECURITY_REPORT=$(CURDIR)/docs/security.md $(GO) test ./pkg/webhook -run '^TestAdversarialCorpus$$' -count=1
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" GRACEGUARD_BINARY_REPORT=$(CURDIR)/docs/security.md GRACEGUARD_WEBHOOK_BINARY=$(BIN)/webhook \
+		$(GO) test ./test/security -run '^TestBinaryUnderTheChartsMemoryLimit$$' -count=1 -v -timeout 4h
 
 .PHONY: conns-report
 conns-report: ## Flood a real webhook server with each kind of hostile connection, uncapped and capped, and write what it held (heap, stack, RSS per connection) into docs/security.md.
