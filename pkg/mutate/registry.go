@@ -91,6 +91,8 @@ var Keys = []Key{
 	{LabelIstioRev, PodLabel | NamespaceLabel, string(MeshIstio), MaxLabelValueLength},
 	{LabelIstioInjection, NamespaceLabel, string(MeshIstio), MaxLabelValueLength},
 	{AnnotationIstioProxyConfig, PodAnnotation, string(MeshIstio), MaxIstioProxyConfigLength},
+	// Ambient: the Pod's label over the namespace's (istio-ambient profile).
+	{LabelIstioDataplaneMode, PodLabel | NamespaceLabel, string(MeshIstio), MaxLabelValueLength},
 
 	// Linkerd: its injector copies a namespace's config annotations to the
 	// Pods that lack them, so graceguard reads them on both.
@@ -98,7 +100,8 @@ var Keys = []Key{
 	{AnnotationLinkerdWaitBeforeExit, PodAnnotation | NamespaceAnnotation, string(MeshLinkerd), MaxAnnotationValueLength},
 	{AnnotationLinkerdShutdownGrace, PodAnnotation | NamespaceAnnotation, string(MeshLinkerd), MaxAnnotationValueLength},
 	{AnnotationLinkerdNativeSidecar, PodAnnotation | NamespaceAnnotation, string(MeshLinkerd), MaxAnnotationValueLength},
-	{AnnotationLinkerdNativeSidecarBeta, PodAnnotation | NamespaceAnnotation, string(MeshLinkerd), MaxAnnotationValueLength},
+	// Linkerd does not copy the beta spelling from a namespace.
+	{AnnotationLinkerdNativeSidecarBeta, PodAnnotation, string(MeshLinkerd), MaxAnnotationValueLength},
 	{AnnotationLinkerdNativeSidecarAlpha, PodAnnotation | NamespaceAnnotation, string(MeshLinkerd), MaxAnnotationValueLength},
 }
 
