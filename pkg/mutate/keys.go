@@ -38,12 +38,3 @@ const (
 	annotationMirror         = "kubernetes.io/config.mirror"
 	defaultGracePeriodSecond = 30
 )
-
-// NamespaceDefaultKeys are the annotations a Namespace may carry as defaults
-// for its Pods. Per-Pod keys (containers, inject) only make sense on a Pod.
-var NamespaceDefaultKeys = []string{
-	AnnotationRoutingDelay, AnnotationMaxWork, AnnotationCleanup, AnnotationSafetyMargin,
-	AnnotationPreStop, AnnotationReadinessPath, AnnotationLivenessPath, AnnotationProbePort,
-	AnnotationRoutingProfile,
-	AnnotationMaxWorkFloor, AnnotationMaxWorkCeiling,
-}

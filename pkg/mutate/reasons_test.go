@@ -79,3 +79,47 @@ func profilesTable() string {
 	}
 	return b.String()
 }
+
+// The keys table in docs/security.md is generated from mutate.Keys, the
+// table the webhook's reader, the size guard and the namespace cache read.
+func TestDocsListEveryKey(t *testing.T) {
+	generated(t, "../../docs/security.md", "keys", keysTable())
+}
+
+func keysTable() string {
+	var b strings.Builder
+	b.WriteString("| key | read on | owner | value read |\n|---|---|---|---|\n")
+	for _, k := range mutate.Keys {
+		var on []string
+		for _, w := range []struct {
+			m    mutate.Where
+			name string
+		}{{mutate.PodAnnotation, "Pod annotation"}, {mutate.PodLabel, "Pod label"}, {mutate.NamespaceAnnotation, "Namespace annotation"}, {mutate.NamespaceLabel, "Namespace label"}} {
+			if k.Where&w.m != 0 {
+				on = append(on, w.name)
+			}
+		}
+		bound := fmt.Sprintf("%d bytes", k.MaxLength)
+		if k.Where&(mutate.PodAnnotation|mutate.NamespaceAnnotation) == 0 {
+			bound = fmt.Sprintf("%d bytes (a label: compared, never parsed)", mutate.MaxLabelValueLength)
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", k.Name, strings.Join(on, ", "), k.Owner, bound)
+	}
+	return b.String()
+}
+
+func TestLookupKeyFindsEachPlace(t *testing.T) {
+	for _, k := range mutate.Keys {
+		for _, w := range []mutate.Where{mutate.PodAnnotation, mutate.PodLabel, mutate.NamespaceAnnotation, mutate.NamespaceLabel} {
+			if k.Where&w == 0 {
+				continue
+			}
+			if got, ok := mutate.LookupKey(k.Name, w); !ok || got.Where&w == 0 {
+				t.Errorf("LookupKey(%q, %d) = %+v, %v", k.Name, w, got, ok)
+			}
+		}
+	}
+	if _, ok := mutate.LookupKey("app", mutate.PodLabel); ok {
+		t.Error("found a key graceguard does not read")
+	}
+}

@@ -106,24 +106,28 @@ var Keys = []Key{
 }
 
 // LookupKey returns the key named name if graceguard reads it in m.
+// A name may have a row for each place (graceguard.io/inject is a
+// Namespace label and a Pod annotation).
 func LookupKey(name string, m Where) (Key, bool) {
-	i := slices.IndexFunc(Keys, func(k Key) bool { return k.Name == name })
-	if i < 0 || Keys[i].Where&m == 0 {
+	i := slices.IndexFunc(Keys, func(k Key) bool { return k.Name == name && k.Where&m != 0 })
+	if i < 0 {
 		return Key{}, false
 	}
 	return Keys[i], true
 }
 
-// KeysIn lists the names of the keys graceguard reads in m, in Keys' order.
-func KeysIn(m Where) []string {
+// NamespaceDefaultKeys are the annotations a Namespace may carry as
+// defaults for its Pods: graceguard's keys read on Namespaces. Per-Pod keys
+// (containers, inject) only make sense on a Pod.
+var NamespaceDefaultKeys = func() []string {
 	var out []string
 	for _, k := range Keys {
-		if k.Where&m != 0 {
+		if k.Owner == ownerGraceguard && k.Where&NamespaceAnnotation != 0 {
 			out = append(out, k.Name)
 		}
 	}
 	return out
-}
+}()
 
 // MaxKeyLength is the length of the longest key in Keys: no longer name
 // can be one graceguard reads.

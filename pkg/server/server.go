@@ -31,7 +31,6 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -137,11 +136,16 @@ func Run(ctx context.Context, cfg config.Config, restCfg *rest.Config, reg prome
 		HealthProbeBindAddress: "0",
 		// graceguard reads namespaces' labels and annotations only; their
 		// managedFields would be most of the cache's memory.
-		Cache: cache.Options{
-			DefaultTransform: cache.TransformStripManagedFields(),
-			// Of each Namespace, only the keys graceguard reads, bounded.
-			ByObject: map[client.Object]cache.ByObject{webhook.NamespaceMetadata(): {Transform: webhook.BoundNamespace}},
-		},
+		// Of each Namespace, only the keys graceguard reads, bounded (a
+		// default transform: ByObject would need the API server to build
+		// the manager, and the webhook starts without one).
+		Cache: cache.Options{DefaultTransform: func(obj any) (any, error) {
+			obj, err := cache.TransformStripManagedFields()(obj)
+			if err != nil {
+				return obj, err
+			}
+			return webhook.BoundNamespace(obj)
+		}},
 		// graceguard's own webhook server (webhookServer): TLS 1.2+ with
 		// AEAD suites, read and write timeouts sized to the webhook
 		// timeout, tls.crt and tls.key reloaded when they change.

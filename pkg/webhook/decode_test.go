@@ -290,6 +290,8 @@ func FuzzReaderReadsLikeTheAPIMachinery(f *testing.F) {
 		"{\"metadata\":{\"name\":\"\xff\xfe\",\"future\":{\"x\":[1,2,{}]}},\"spec\":{\"containers\":[{\"name\":\"c\",\"resizePolicy\":[{}],\"env\":[{\"name\":\"A\",\"value\":\"\\u00e9\"}]}],\"status\":true}}",
 		`{"metadata":{"ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"web-7d9f","uid":"u1","controller":true}]},"spec":{"containers":[{"name":"c"}]}}`,
 		`{"metadata":{"labels":{"app":"web","graceguard.io/treated":"true","sidecar.istio.io/inject":"false"},"annotations":{}},"spec":{"containers":[{"name":"c"}]}}`,
+		// a key that is a label on Namespaces and an annotation on Pods
+		`{"metadata":{"labels":{"graceguard.io/inject":"enabled"},"annotations":{"graceguard.io/inject":"false","a":"b"}},"spec":{"containers":[{"name":"c"}]}}`,
 		`{"spec":{"initContainers":[{"name":"s","restartPolicy":"Always","command":["proxy"]}],"ephemeralContainers":[{"name":"debug","image":"busybox"}]}}`,
 		`{"spec":{"os":{"name":"linux"},"containers":[{"name":"istio-proxy","env":[{"name":"PROXY_CONFIG","value":"{\"terminationDrainDuration\":\"10s\"}"},{"name":"X","value":"y"}],"lifecycle":{"stopSignal":"SIGQUIT","postStart":{"exec":{"command":["a"]}}}}]}}`,
 		`{"spec":{"containers":[{"name":"c","livenessProbe":{"grpc":{"port":9000,"service":"s"},"terminationGracePeriodSeconds":5},"readinessProbe":{"httpGet":{"path":"/\u003c","port":80,"httpHeaders":[{"name":"a","value":"b"}]}}}]}}`,

@@ -10,7 +10,9 @@
 //     carries Report.Err() as a whole metav1.Status (422, field causes).
 //   - Only the mutating Pod handler ever returns a patch, and it refuses
 //     exactly what the validating Pod handler would refuse of the Pod it
-//     leaves (in enforce mode), with the same answer: so every Pod it
+//     leaves (in enforce mode), with the same answer, but for a stop
+//     signal, which only the validating handler judges (the API server
+//     may drop the field in between): so every Pod it
 //     admits carries its record (graceguard.io/budget), which the API
 //     server's CEL condition reads to skip the validating call
 //     (docs/admission.md).

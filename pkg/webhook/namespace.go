@@ -92,7 +92,7 @@ func get(ctx context.Context, r client.Reader, name string) result {
 // bytes, and every review that reads it a copy of those, not of 256 KiB.
 func BoundNamespace(obj any) (any, error) {
 	m, ok := obj.(*metav1.PartialObjectMetadata)
-	if !ok {
+	if !ok || m.Kind != "Namespace" {
 		return obj, nil
 	}
 	return boundNamespace(m), nil

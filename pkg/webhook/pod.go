@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -39,6 +40,12 @@ func mutateThenValidate(t mutate.Target, ns mutate.Namespace, opts mutate.Option
 	}
 	// t is the Pod as mutated: Mutate changes it in place in enforce mode.
 	v := mutate.Validate(t, ns, opts)
+	// A stop signal is judged on the Pod as stored, by the validating
+	// webhook only: the API server drops lifecycle.stopSignal after the
+	// mutating webhooks where its feature gate (ContainerStopSignals, alpha
+	// through 1.37) is off, and a Pod must not be refused for a field
+	// that is not there.
+	v.Violations = slices.DeleteFunc(v.Violations, func(f mutate.Finding) bool { return f.Reason == mutate.DenyStopSignalKills })
 	if !v.Denied() {
 		return r
 	}

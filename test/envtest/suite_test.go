@@ -43,7 +43,10 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	// certificate rotator) show up beside the failing spec.
 	logf.SetLogger(GinkgoLogr)
 	var err error
-	cp, err = testcluster.StartAPIServer(ctx, testcluster.APIServerOptions{Log: logr.Discard()})
+	// Container stop signals are alpha through 1.37: on, so that the API
+	// server keeps lifecycle.stopSignal for the validating webhook to judge.
+	cp, err = testcluster.StartAPIServer(ctx, testcluster.APIServerOptions{Log: logr.Discard(),
+		APIServerFlags: map[string]string{"feature-gates": "ContainerStopSignals=true"}})
 	Expect(err).NotTo(HaveOccurred())
 	kube = cp.Client
 	dyn, err = dynamic.NewForConfig(cp.Config)
