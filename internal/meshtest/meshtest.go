@@ -193,7 +193,7 @@ func (in Injector) istio(p *corev1.Pod) {
 			}
 			path := "/app-health/" + c.Name + "/" + kind
 			probers[path] = map[string]any{"httpGet": probe.HTTPGet, "timeoutSeconds": probe.TimeoutSeconds}
-			probe.HTTPGet = &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(15020), Scheme: corev1.URISchemeHTTP}
+			probe.HTTPGet = &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(15020)}
 		}
 	}
 	env := []corev1.EnvVar{

@@ -59,6 +59,8 @@ const (
 	// Pod in Istio's ambient mesh (ztunnel, no sidecar); "none" on a Pod
 	// takes it out of its namespace's.
 	LabelIstioDataplaneMode = "istio.io/dataplane-mode"
+	// annotationIstioStatus marks a Pod Istio's injector has injected.
+	annotationIstioStatus = "sidecar.istio.io/status"
 	// Environment variables of istio-proxy that shape its exit.
 	envIstioProxyConfig = "PROXY_CONFIG"
 	envIstioExitOnZero  = "EXIT_ON_ZERO_ACTIVE_CONNECTIONS"
@@ -117,6 +119,9 @@ type meshSettings struct {
 	linkerdWaitPath *field.Path
 	// linkerdShutdown is shutdown-grace-period, when set.
 	linkerdShutdown *time.Duration
+	// istioPending: the Pod declares istio-proxy, and Istio's injector
+	// has yet to inject it (no sidecar.istio.io/status).
+	istioPending bool
 	// istioConfig is what proxy.istio.io/config says.
 	istioConfig istioProxyConfig
 	// ambient: the Pod is in Istio's ambient mesh, as the Pod's label or
@@ -171,6 +176,12 @@ func readMesh(t Target, ann map[string]string, ns Namespace, p paths) (meshSetti
 		_, podRev := labels[LabelIstioRev]
 		m.istio = ns.Labels[LabelIstioInjection] == "enabled" || (ns.Labels[LabelIstioInjection] != "disabled" && (rev || podRev))
 	}
+	// A Pod may declare istio-proxy itself, for Istio's injector to merge
+	// its fields into the proxy it injects (gateways, per-Pod overrides);
+	// until Istio marks the Pod injected, that is no proxy yet, and what
+	// graceguard wrote into it would land in Istio's record of the Pod's
+	// own containers (proxy.istio.io/overrides) in one webhook order only.
+	m.istioPending = m.istio && hasProxy && proxy.mesh == MeshIstio && t.Meta.Annotations[annotationIstioStatus] == ""
 	m.istio = m.istio || (hasProxy && proxy.mesh == MeshIstio)
 	if m.istio {
 		if v, ok := ann[AnnotationIstioProxyConfig]; ok {
@@ -438,6 +449,7 @@ func planMesh(t Target, s Settings, b budget.Budget) meshPlan {
 	app := b.Routing + b.Work + b.Cleanup
 	need := budget.CeilSeconds(app)
 	ref, injected := findProxy(t)
+	injected = injected && !(ref.mesh == MeshIstio && m.istioPending)
 	var plan meshPlan
 	mr := &MeshReport{NeedWait: need, WaitKnown: true}
 	switch {
