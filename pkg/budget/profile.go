@@ -70,7 +70,7 @@ func BuiltinProfiles() []Profile {
 		{Name: ProfileAzureAGIC, Routing: 90 * time.Second, GraceFloor: 101 * time.Second, Basis: BasisRecommendation,
 			Source: "AGIC recipe: preStop sleep 90, grace 101 (application-gateway-kubernetes-ingress#726)"},
 		{Name: ProfileIstioAmbient, Routing: 15 * time.Second, Basis: BasisRecommendation,
-			Source: "users' workaround for ztunnel's late withdrawal: preStop sleep 15s (istio#58514, ztunnel#1191)"},
+			Source: "a user's workaround, untested: preStop sleep 15s for ztunnel (istio#58514, ztunnel#1191)"},
 	}
 }
 
