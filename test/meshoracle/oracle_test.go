@@ -21,6 +21,7 @@ import (
 	"istio.io/istio/pilot/pkg/features"
 	"istio.io/istio/pkg/config/mesh"
 	"istio.io/istio/pkg/kube/inject"
+	istiolog "istio.io/istio/pkg/log"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -407,6 +408,10 @@ func podOf(doc []byte) (*corev1.Pod, bool) {
 
 // TestIstioInjector holds graceguard to Istio's real injector.
 func TestIstioInjector(t *testing.T) {
+	// Istio logs each Pod it refuses; the test reports them itself.
+	for _, sc := range istiolog.Scopes() {
+		sc.SetOutputLevel(istiolog.NoneLevel)
+	}
 	s := istio(t)
 	scs := append(matrix(), corpus(t)...)
 	counts := map[string]int{}
