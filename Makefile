@@ -66,8 +66,13 @@ demo: ## Run graceguard on a real kube-apiserver + etcd built on this machine, a
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) run ./hack/demo $(DEMO_ARGS)
 
 .PHONY: test
-test: vet ## Run every test: unit, golden, handler, CLI, chart, envtest (real kube-apiserver, and cert-manager mode with cert-manager) and fuzz seeds.
+test: vet ## Run every test: unit, golden, handler, CLI, chart, envtest (real kube-apiserver, and cert-manager mode with cert-manager), fuzz seeds and the mesh oracle.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" CERT_MANAGER_ASSETS="$$(hack/cert-manager-assets.sh)" $(GO) test ./...
+	$(MAKE) --no-print-directory test-meshes
+
+.PHONY: test-meshes
+test-meshes: ## Hold graceguard to Istio's real injector (test/meshoracle, its own module: ~4 min cold build, seconds warm); prints the scenarios run per mode.
+	cd test/meshoracle && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) test -count=1 -v ./... | grep -Ev '^=== RUN'
 
 .PHONY: bench
 bench: ## Benchmark engine and handlers, the webhook under TLS load next to a no-op baseline, Pod creation through a real kube-apiserver, and the shutdown observer at 10,000 Pods; writes docs/benchmarks.{md,json,-latency.svg}.
