@@ -144,6 +144,26 @@ func surrounding(doc []byte) (head, tail string) {
 	return strings.Join(lines[:first], ""), strings.Join(lines[last+1:], "")
 }
 
+// ownedAbove tells whether a comment line after a block mapping's last
+// content belongs to the block above rather than to what follows, judged
+// by the column its text would have uncommented ("# " removed): deeper
+// than the mapping's keys (at column indent), such as a commented-out
+// label or the rest of a commented-out entry, or at their column as a
+// sequence entry ("- name: B" in a sequence written without indent).
+func ownedAbove(line string, indent int) bool {
+	t := strings.TrimLeft(line, " ")
+	if !strings.HasPrefix(t, "#") {
+		return false
+	}
+	body := strings.TrimPrefix(strings.TrimPrefix(t, "#"), " ")
+	text := strings.TrimLeft(body, " ")
+	if text == "" {
+		return false
+	}
+	col := len(line) - len(t) + len(body) - len(text)
+	return col > indent || col == indent && (text == "-" || strings.HasPrefix(text, "- "))
+}
+
 func blankOrComment(line string) bool {
 	t := strings.TrimSpace(line)
 	return t == "" || t[0] == '#'
@@ -228,8 +248,22 @@ func insertBlock(doc []byte, root, parent, entry *kyaml.Node, style, nl string) 
 	if end+1 < len(nodes) {
 		at = nodes[end+1].Line - 1
 	}
+	// Comments and blank lines between the mapping's last content line and
+	// the next node belong to what comes next, except comments that belong
+	// to the block above by their indentation: deeper than the mapping's
+	// keys (a commented-out label), or at its column as a list entry (a
+	// commented-out "- name: B" in a sequence written without indent).
+	// The new key goes after those, so uncommenting them still means what
+	// it meant.
+	stop := at
 	for at > 0 && blankOrComment(lines[at-1]) {
 		at--
+	}
+	for i := stop; i > at; i-- {
+		if ownedAbove(lines[i-1], indent) {
+			at = i
+			break
+		}
 	}
 	if at == 0 {
 		return nil, errNotSpliced
