@@ -50,6 +50,7 @@ const (
 	WarnWouldChange         Reason = "would-change"
 	WarnAutoWork            Reason = "max-work-auto"
 	WarnMeshProbes          Reason = "mesh-probes-not-added"
+	WarnZeroGraceRaised     Reason = "zero-grace-raised"
 	WarnOverCeiling         Reason = "over-platform-ceiling"
 )
 
@@ -80,7 +81,7 @@ var AllReasons = []Reason{
 	SkipNotOptedIn, SkipExcluded, SkipMirrorPod, SkipOptedOut, SkipNotApplicable,
 	ChangePreStop, ChangeGrace, ChangeReadiness, ChangeLiveness, ChangeBudget, ChangeTreated, ChangeProxyWait, ChangeMeshAnnotation,
 	WarnShellForm, WarnLivenessIsReadiness, WarnNoReadiness, WarnHookUnknownLength, WarnNoProbePort, WarnWouldChange, WarnAutoWork,
-	WarnMeshProbes, WarnOverCeiling,
+	WarnMeshProbes, WarnOverCeiling, WarnZeroGraceRaised,
 	DenyHookExceedsGrace, DenyBudgetExceedsGrace, DenyBudgetOverCap, DenyInvalidAnnotation, DenyInvalidNamespace, DenyNotMutated, DenyTooManyContainers, DenyTooLarge,
 	DenyProxyExitsEarly, DenyInvalidMeshSetting, DenyOverCeiling, DenyStopSignalKills,
 }
