@@ -28,7 +28,7 @@ type Patches func(Document) []mutate.Operation
 // than added, a block scalar that keeps trailing blank lines) the document
 // is re-encoded from its parsed YAML (comments and order kept, blank lines
 // lost), and failing that written from the patched JSON. Documents written
-// as JSON are written as YAML.
+// as JSON stay JSON, in their key order and indentation.
 func (f *File) Render(patches Patches) ([]byte, error) {
 	var out bytes.Buffer
 	prev := 0
@@ -101,14 +101,43 @@ func (c *Chunk) render(doc []byte, ops []mutate.Operation) ([]byte, bool, error)
 			return got, false, nil
 		}
 	}
-	y, err := yaml.JSONToYAML(want)
-	if err != nil {
+	var y []byte
+	if c.JSON {
+		// JSON stays JSON, in the document's key order and indentation.
+		y = jsonLike(doc, want)
+	} else if y, err = yaml.JSONToYAML(want); err != nil {
 		return nil, false, err
 	}
 	// Keep what surrounded the document: the text before its first and
 	// after its last content line (comments, blank lines).
 	head, tail := surrounding(doc)
 	return append(append([]byte(head), y...), tail...), false, nil
+}
+
+// jsonLike writes the JSON want as doc is written: on one line when doc's
+// content is one line, else indented by doc's first indented line (two
+// spaces when none is), with a final newline when doc has one.
+func jsonLike(doc, want []byte) []byte {
+	head, tail := surrounding(doc)
+	body := strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(string(doc), head), tail))
+	var out bytes.Buffer
+	if !strings.Contains(body, "\n") {
+		out.Write(want)
+	} else {
+		indent := "  "
+		for _, l := range strings.Split(body, "\n")[1:] {
+			if t := strings.TrimLeft(l, " \t"); t != l && t != "" {
+				indent = l[:len(l)-len(t)]
+				break
+			}
+		}
+		if json.Indent(&out, want, "", indent) != nil {
+			out.Reset()
+			out.Write(want)
+		}
+	}
+	out.WriteString("\n")
+	return out.Bytes()
 }
 
 // sameJSON reports whether a YAML document reads, the way kubectl reads it,
