@@ -31,6 +31,7 @@ func TestGolden(t *testing.T) {
 		{"explain-no-hook", []string{"explain", "-f", "testdata/explain-nohook.yaml"}, ""},
 		{"explain-namespace-in-input", []string{"explain", "-f", "testdata/explain-namespace-in-input.yaml"}, ""},
 		{"check-namespace-in-input", []string{"check", "-f", "testdata/explain-namespace-in-input.yaml"}, ""},
+		{"check-namespace-defined-twice", []string{"check", "-f", "testdata/namespace-twice.yaml"}, ""},
 		{"explain-opted-out-and-skipped", []string{"explain", "-f", "testdata/check.yaml", "--mode", "warn"}, ""},
 		// Manifests shaped like real ones (pkg/manifest/testdata).
 		{"check-ingress-nginx", []string{"check", "-f", "../manifest/testdata/ingress-nginx.yaml"}, ""},

@@ -141,13 +141,23 @@ func (f *inputFlags) load(ctx context.Context, stdin io.Reader, errOut io.Writer
 	if len(docs) == 0 {
 		fmt.Fprintf(errOut, "note: no objects in %s\n", strings.Join(f.files, ", "))
 	}
+	twice := map[string]bool{}
 	objs := f.evaluate(docs, func(name string) (mutate.Namespace, *manifest.Document, bool) {
 		ns, ok := manifest.NamespaceIn(name, docs)
 		if !ok {
 			return ns, nil, false
 		}
-		i := slices.IndexFunc(docs, func(d manifest.Document) bool { return d.Kind == "Namespace" && d.Name == name })
-		return ns, &docs[i], true
+		defs := manifest.NamespaceDefinitions(name, docs)
+		last := &docs[defs[len(defs)-1].Index]
+		if differ(defs) && !twice[name] {
+			twice[name] = true
+			var where []string
+			for _, d := range defs {
+				where = append(where, docs[d.Index].Source)
+			}
+			fmt.Fprintf(errOut, "note: namespace %s is defined %d times with different labels or annotations (%s): graceguard reads the last, %s, as kubectl apply ends with it\n", name, len(defs), strings.Join(where, ", "), last.Source)
+		}
+		return ns, last, true
 	}, errOut)
 	// Each file's objects and problems, in the order they are written.
 	for _, file := range in.files {
@@ -169,6 +179,17 @@ func (f *inputFlags) load(ctx context.Context, stdin io.Reader, errOut io.Writer
 		in.objs = append(in.objs, mine...)
 	}
 	return in, nil
+}
+
+// differ tells whether definitions of one namespace disagree on what
+// graceguard reads: its labels and annotations.
+func differ(defs []manifest.NamespaceDefinition) bool {
+	for _, d := range defs[1:] {
+		if !maps.Equal(d.Labels, defs[0].Labels) || !maps.Equal(d.Annotations, defs[0].Annotations) {
+			return true
+		}
+	}
+	return false
 }
 
 // namespaces finds a namespace as written (in the input, or in the

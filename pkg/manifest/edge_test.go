@@ -91,10 +91,20 @@ func TestRenderEdgeCases(t *testing.T) {
 			t.Errorf("the splice would change the script; it must fall back (fallbacks %d):\n%s", f.fallbacks, out)
 		}
 	})
-	t.Run("a JSON document is written as YAML, comments around it kept", func(t *testing.T) {
-		in := "# json below\n" + `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"j"},"spec":{"containers":[{"name":"app","image":"a"}]}}` + "\n"
+	t.Run("a JSON document stays JSON on one line, comments around it kept", func(t *testing.T) {
+		in := "# json below\n" + `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"j"},"spec":{"containers":[{"name":"app","image":"a"}]}}` + "\n# after\n"
 		out, _ := renderString(t, in)
-		if !strings.HasPrefix(out, "# json below\napiVersion: v1\n") || !strings.Contains(out, "seconds: 5") {
+		// The objects' key order is kept where JSON patch keeps it (a
+		// patched list element comes back with sorted keys).
+		want := "# json below\n" + `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"j","annotations":{"graceguard.io/budget":"routing=5s work=20s cleanup=2s margin=3s grace=30s"},"labels":{"graceguard.io/treated":"true"}},"spec":{"containers":[{"image":"a","name":"app","lifecycle":{"preStop":{"sleep":{"seconds":5}}}}]}}` + "\n# after\n"
+		if out != want {
+			t.Errorf("got:\n%s\nwant:\n%s", out, want)
+		}
+	})
+	t.Run("an indented JSON document stays JSON in its indentation and key order", func(t *testing.T) {
+		in := "{\n    \"kind\": \"Pod\",\n    \"apiVersion\": \"v1\",\n    \"metadata\": {\"name\": \"j\"},\n    \"spec\": {\"containers\": [{\"name\": \"app\", \"image\": \"a\"}]}\n}\n"
+		out, _ := renderString(t, in)
+		if !strings.HasPrefix(out, "{\n    \"kind\": \"Pod\",\n    \"apiVersion\": \"v1\",\n    \"metadata\": {\n        \"name\": \"j\",") || !strings.Contains(out, "\"seconds\": 5") {
 			t.Errorf("got:\n%s", out)
 		}
 	})

@@ -272,17 +272,38 @@ func ApplyPatch(doc []byte, ops []mutate.Operation) ([]byte, error) {
 }
 
 // NamespaceIn returns the Namespace document of that name in docs, as
-// graceguard reads it.
+// graceguard reads it. A namespace defined more than once is read from its
+// last definition, the one `kubectl apply` ends with.
 func NamespaceIn(name string, docs []Document) (mutate.Namespace, bool) {
-	for _, d := range docs {
-		if d.Kind == "Namespace" && d.APIVersion == "v1" && d.Name == name {
-			var ns corev1.Namespace
-			if json.Unmarshal(d.Raw, &ns) == nil {
-				return mutate.Namespace{Name: name, Labels: ns.Labels, Annotations: ns.Annotations}, true
-			}
+	defs := NamespaceDefinitions(name, docs)
+	if len(defs) == 0 {
+		return mutate.Namespace{}, false
+	}
+	return defs[len(defs)-1].Namespace, true
+}
+
+// NamespaceDefinition is one Namespace document of a name, as graceguard
+// reads it.
+type NamespaceDefinition struct {
+	mutate.Namespace
+	// Index is the document's index in the documents searched.
+	Index int
+}
+
+// NamespaceDefinitions returns the Namespace documents of that name in
+// docs, in order.
+func NamespaceDefinitions(name string, docs []Document) []NamespaceDefinition {
+	var defs []NamespaceDefinition
+	for i, d := range docs {
+		if d.Kind != "Namespace" || d.APIVersion != "v1" || d.Name != name {
+			continue
+		}
+		var ns corev1.Namespace
+		if json.Unmarshal(d.Raw, &ns) == nil {
+			defs = append(defs, NamespaceDefinition{mutate.Namespace{Name: name, Labels: ns.Labels, Annotations: ns.Annotations}, i})
 		}
 	}
-	return mutate.Namespace{}, false
+	return defs
 }
 
 // toJSON converts one YAML or JSON document to JSON the way kubectl reads

@@ -28,7 +28,7 @@ type Patches func(Document) []mutate.Operation
 // than added, a block scalar that keeps trailing blank lines) the document
 // is re-encoded from its parsed YAML (comments and order kept, blank lines
 // lost), and failing that written from the patched JSON. Documents written
-// as JSON are written as YAML.
+// as JSON stay JSON, in their key order and indentation.
 func (f *File) Render(patches Patches) ([]byte, error) {
 	var out bytes.Buffer
 	prev := 0
@@ -101,14 +101,43 @@ func (c *Chunk) render(doc []byte, ops []mutate.Operation) ([]byte, bool, error)
 			return got, false, nil
 		}
 	}
-	y, err := yaml.JSONToYAML(want)
-	if err != nil {
+	var y []byte
+	if c.JSON {
+		// JSON stays JSON, in the document's key order and indentation.
+		y = jsonLike(doc, want)
+	} else if y, err = yaml.JSONToYAML(want); err != nil {
 		return nil, false, err
 	}
 	// Keep what surrounded the document: the text before its first and
 	// after its last content line (comments, blank lines).
 	head, tail := surrounding(doc)
 	return append(append([]byte(head), y...), tail...), false, nil
+}
+
+// jsonLike writes the JSON want as doc is written: on one line when doc's
+// content is one line, else indented by doc's first indented line (two
+// spaces when none is), with a final newline when doc has one.
+func jsonLike(doc, want []byte) []byte {
+	head, tail := surrounding(doc)
+	body := strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(string(doc), head), tail))
+	var out bytes.Buffer
+	if !strings.Contains(body, "\n") {
+		out.Write(want)
+	} else {
+		indent := "  "
+		for _, l := range strings.Split(body, "\n")[1:] {
+			if t := strings.TrimLeft(l, " \t"); t != l && t != "" {
+				indent = l[:len(l)-len(t)]
+				break
+			}
+		}
+		if json.Indent(&out, want, "", indent) != nil {
+			out.Reset()
+			out.Write(want)
+		}
+	}
+	out.WriteString("\n")
+	return out.Bytes()
 }
 
 // sameJSON reports whether a YAML document reads, the way kubectl reads it,
@@ -142,6 +171,26 @@ func surrounding(doc []byte) (head, tail string) {
 		return string(doc), ""
 	}
 	return strings.Join(lines[:first], ""), strings.Join(lines[last+1:], "")
+}
+
+// ownedAbove tells whether a comment line after a block mapping's last
+// content belongs to the block above rather than to what follows, judged
+// by the column its text would have uncommented ("# " removed): deeper
+// than the mapping's keys (at column indent), such as a commented-out
+// label or the rest of a commented-out entry, or at their column as a
+// sequence entry ("- name: B" in a sequence written without indent).
+func ownedAbove(line string, indent int) bool {
+	t := strings.TrimLeft(line, " ")
+	if !strings.HasPrefix(t, "#") {
+		return false
+	}
+	body := strings.TrimPrefix(strings.TrimPrefix(t, "#"), " ")
+	text := strings.TrimLeft(body, " ")
+	if text == "" {
+		return false
+	}
+	col := len(line) - len(t) + len(body) - len(text)
+	return col > indent || col == indent && (text == "-" || strings.HasPrefix(text, "- "))
 }
 
 func blankOrComment(line string) bool {
@@ -228,8 +277,22 @@ func insertBlock(doc []byte, root, parent, entry *kyaml.Node, style, nl string) 
 	if end+1 < len(nodes) {
 		at = nodes[end+1].Line - 1
 	}
+	// Comments and blank lines between the mapping's last content line and
+	// the next node belong to what comes next, except comments that belong
+	// to the block above by their indentation: deeper than the mapping's
+	// keys (a commented-out label), or at its column as a list entry (a
+	// commented-out "- name: B" in a sequence written without indent).
+	// The new key goes after those, so uncommenting them still means what
+	// it meant.
+	stop := at
 	for at > 0 && blankOrComment(lines[at-1]) {
 		at--
+	}
+	for i := stop; i > at; i-- {
+		if ownedAbove(lines[i-1], indent) {
+			at = i
+			break
+		}
 	}
 	if at == 0 {
 		return nil, errNotSpliced

@@ -136,7 +136,7 @@ func (s Settings) sleepFor(c container) *corev1.LifecycleHandler {
 	if s.PreStop == PreStopNone || seconds == 0 {
 		return nil
 	}
-	if s.PreStop == PreStopExec {
+	if s.PreStop == PreStopExec && !s.windows {
 		return &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sleep", strconv.FormatInt(seconds, 10)}}}
 	}
 	return &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: seconds}}
@@ -154,7 +154,11 @@ func (d decision) apply(r *Report) {
 			r.Stops = append(r.Stops, stopOf(c, false))
 			continue
 		}
-		r.Changes = append(r.Changes, Change{Reason: ChangePreStop, Path: c.path.Child("lifecycle", "preStop"), Summary: preStopLength(h).Desc,
+		summary := preStopLength(h).Desc
+		if s.PreStop == PreStopExec && s.windows {
+			summary += " (the sleep action, not exec: a Windows image has no sleep command)"
+		}
+		r.Changes = append(r.Changes, Change{Reason: ChangePreStop, Path: c.path.Child("lifecycle", "preStop"), Summary: summary,
 			Op: setPreStop(c, h)})
 		r.Stops = append(r.Stops, stopOf(c, true))
 	}
@@ -168,6 +172,10 @@ func (d decision) apply(r *Report) {
 	}
 
 	if need := d.fit.Need; need > r.Grace {
+		if g := t.Spec.TerminationGracePeriodSeconds; g != nil && *g == 0 {
+			r.warn(WarnZeroGraceRaised, t.SpecPath.Child("terminationGracePeriodSeconds"), "0",
+				"raised to %d (0 kills at once); to keep 0, set %s: \"false\"", need, AnnotationInject)
+		}
 		r.Changes = append(r.Changes, Change{
 			Reason:  ChangeGrace,
 			Path:    t.SpecPath.Child("terminationGracePeriodSeconds"),

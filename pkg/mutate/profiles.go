@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/graceguard/graceguard/pkg/budget"
@@ -62,6 +63,7 @@ func settingsFor(t Target, ns Namespace, opts Options, p paths) (Settings, []Fin
 	var mbad []Finding
 	s.mesh, mbad = readMesh(t, podAnn, ns, p)
 	bad = append(bad, applyProfile(&s, podAnn, ns, opts, p)...)
+	s.windows = t.Spec.OS != nil && t.Spec.OS.Name == corev1.Windows
 	return s, append(bad, mbad...)
 }
 

@@ -21,6 +21,7 @@ var reasonDocs = map[Reason]struct{ kind, text string }{
 	WarnHookUnknownLength:   {"warning", "An existing preStop hook's length cannot be read (HTTP, or a script doing more than sleep); the budget counts the routing delay or its known sleeps."},
 	WarnNoProbePort:         {"warning", "A probe path was asked for but no treated container has a port to probe."},
 	WarnWouldChange:         {"warning", "Warn mode: what enforce mode would have changed."},
+	WarnZeroGraceRaised:     {"warning", "The spec set `terminationGracePeriodSeconds: 0` (delete at once): graceguard raised it to the budget like any other grace. To keep 0, opt the Pod out (`graceguard.io/inject: \"false\"`)."},
 	WarnAutoWork:            {"warning", "`graceguard.io/max-work: auto`: the work term graceguard chose, and from what (the workload's ShutdownReport, its floor or its ceiling)."},
 	DenyHookExceedsGrace:    {"denial", "A preStop hook lasts as long as or longer than the grace period it runs in (the Pod's, or a liveness/startup probe's): the kubelet would kill it."},
 	DenyBudgetExceedsGrace:  {"denial", "routing + work + cleanup (+ mesh proxy) + margin, or the routing profile's grace floor, is more than `terminationGracePeriodSeconds`."},

@@ -50,6 +50,7 @@ const (
 	WarnWouldChange         Reason = "would-change"
 	WarnAutoWork            Reason = "max-work-auto"
 	WarnMeshProbes          Reason = "mesh-probes-not-added"
+	WarnZeroGraceRaised     Reason = "zero-grace-raised"
 	WarnOverCeiling         Reason = "over-platform-ceiling"
 	// WarnMeshSettingIgnored: a mesh setting the mesh itself ignores
 	// (mesh.go); WarnMeshProxyNamed: graceguard.io/containers names a mesh
@@ -85,7 +86,7 @@ var AllReasons = []Reason{
 	SkipNotOptedIn, SkipExcluded, SkipMirrorPod, SkipOptedOut, SkipNotApplicable,
 	ChangePreStop, ChangeGrace, ChangeReadiness, ChangeLiveness, ChangeBudget, ChangeTreated, ChangeProxyWait, ChangeMeshAnnotation,
 	WarnShellForm, WarnLivenessIsReadiness, WarnNoReadiness, WarnHookUnknownLength, WarnNoProbePort, WarnWouldChange, WarnAutoWork,
-	WarnMeshProbes, WarnOverCeiling, WarnMeshSettingIgnored, WarnMeshProxyNamed,
+	WarnMeshProbes, WarnOverCeiling, WarnMeshSettingIgnored, WarnMeshProxyNamed, WarnZeroGraceRaised,
 	DenyHookExceedsGrace, DenyBudgetExceedsGrace, DenyBudgetOverCap, DenyInvalidAnnotation, DenyInvalidNamespace, DenyNotMutated, DenyTooManyContainers, DenyTooLarge,
 	DenyProxyExitsEarly, DenyInvalidMeshSetting, DenyOverCeiling, DenyStopSignalKills,
 }

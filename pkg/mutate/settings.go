@@ -170,8 +170,12 @@ type Settings struct {
 	AutoWork               bool
 	WorkFloor, WorkCeiling time.Duration
 	// Profile is the routing profile that applies, if any.
-	Profile  *ProfileUse
-	mesh     meshSettings
+	Profile *ProfileUse
+	mesh    meshSettings
+	// windows is set for a Pod whose spec.os.name is windows: its
+	// images have no sleep command, so an exec handler is written as the
+	// sleep action, which the kubelet runs itself.
+	windows  bool
 	maxGrace time.Duration
 	ceilings []budget.Ceiling
 }
