@@ -205,6 +205,7 @@ aws-alb-ip: {routingDelay: 1m, graceFloor: 0}
 aws-nlb-ip: {routingDelay: 2m, graceFloor: 0}
 gke-neg: {routingDelay: 1m, graceFloor: 1m}
 azure-agic: {routingDelay: 1m30s, graceFloor: 1m41s}
+istio-ambient: {routingDelay: 15s, graceFloor: 0}
 {{- end -}}
 
 {{/*
