@@ -252,3 +252,70 @@ func TestUnreadBodiesEndTheirConnection(t *testing.T) {
 		t.Fatalf("second review: %v, reused %v; want the connection kept", r.err, r.reused)
 	}
 }
+
+// A flood from one address evicts its own connections: the API server's
+// kept-alive and new connections, from another address, stay open however
+// long the flood goes on, while the caps hold. A peer loses one only while
+// it holds the most.
+func TestTrackerEvictsFromThePeerHoldingTheMost(t *testing.T) {
+	tr, _ := trackerWith(t, 64, 32)
+	from := func(peer, name string) (*trackedConn, string, bool) {
+		c := &trackedConn{Conn: &stubConn{name: name}, t: tr, peer: peer}
+		victim, ok := tr.admit(c)
+		if victim == nil {
+			return c, "", ok
+		}
+		_ = victim.closeRaw()
+		return c, victim.Conn.(*stubConn).name, ok
+	}
+	var api []*trackedConn
+	for i := range 3 {
+		c, evicted, ok := from("10.0.0.1", fmt.Sprintf("api-%d", i))
+		if !ok || evicted != "" {
+			t.Fatalf("api-%d: admitted %v, evicted %q", i, ok, evicted)
+		}
+		served(tr, c)
+		api = append(api, c)
+	}
+	for i := range 1000 {
+		name := fmt.Sprintf("flood-%d", i)
+		c, evicted, ok := from("10.0.0.9", name)
+		if !ok {
+			t.Fatalf("%s refused", name)
+		}
+		if strings.HasPrefix(evicted, "api-") {
+			t.Fatalf("%s evicted the API server's %s", name, evicted)
+		}
+		// Half the flood finishes its handshake and idles.
+		if i%2 == 0 {
+			served(tr, c)
+		}
+		// The API server dials afresh now and then, mid-flood.
+		if i%100 == 50 {
+			c, evicted, ok := from("10.0.0.1", fmt.Sprintf("api-new-%d", i))
+			if !ok || strings.HasPrefix(evicted, "api-") {
+				t.Fatalf("the API server's new connection: admitted %v, evicted %q", ok, evicted)
+			}
+			served(tr, c)
+			api = append(api, c)
+		}
+		if open, pending, _ := tr.counts(); open > 64 || pending > 32 {
+			t.Fatalf("after %s: %d open, %d pending, over the caps 64 and 32", name, open, pending)
+		}
+	}
+	for _, c := range api[:3] {
+		if c.Conn.(*stubConn).closed != 0 {
+			t.Fatalf("%s was closed", c.Conn.(*stubConn).name)
+		}
+	}
+	// With the flood gone, a peer holding the most gives way to others.
+	tr2, _ := trackerWith(t, 4, 3)
+	tr = tr2
+	for i := range 4 {
+		c, _, _ := from("10.0.0.1", fmt.Sprintf("api-%d", i))
+		served(tr, c)
+	}
+	if _, evicted, ok := from("10.0.0.2", "other"); !ok || evicted != "api-0" {
+		t.Fatalf("at the open cap a new peer's connection: admitted %v, evicted %q; want api-0, the longest idle of the peer holding the most", ok, evicted)
+	}
+}
