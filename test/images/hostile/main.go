@@ -8,7 +8,7 @@
 //     preStop exec, or hundreds of thousands of ports, probe headers,
 //     annotation keys or containers (-pod-streams at a time);
 //   - UPDATEs of a Deployment and a CronJob stored with a megabyte template,
-//     each with a template of three (object and oldObject);
+//     each with a template of three megabytes or one (object and oldObject);
 //   - Pods with values of the annotations graceguard reads at the API
 //     server's bound (each key alone) and at 256 KiB (all at once), and
 //     max-work: auto under a ReplicaSet;

@@ -14,10 +14,10 @@ import (
 // The dense bodies reach admission whole: valid JSON just under the API
 // server's 3 MiB limit, their one list as long as that allows.
 func TestDenseBodiesEndJustUnderTheAPIServerLimit(t *testing.T) {
-	check := func(s shape, minItems int) map[string]any {
+	check := func(s shape, minItems int, limit int) map[string]any {
 		t.Helper()
-		if len(s.body) > apiMaxBody || len(s.body) < apiMaxBody-4096 {
-			t.Errorf("%s: %d bytes, want just under %d", s.name, len(s.body), apiMaxBody)
+		if len(s.body) > limit || len(s.body) < limit-4096 {
+			t.Errorf("%s: %d bytes, want just under %d", s.name, len(s.body), limit)
 		}
 		if s.items < minItems {
 			t.Errorf("%s: %d elements, want at least %d", s.name, s.items, minItems)
@@ -33,7 +33,7 @@ func TestDenseBodiesEndJustUnderTheAPIServerLimit(t *testing.T) {
 		t.Fatalf("%d dense Pods, want 6", len(pods))
 	}
 	for _, s := range pods {
-		obj := check(s, 20_000)
+		obj := check(s, 20_000, apiMaxBody)
 		meta := obj["metadata"].(map[string]any)
 		if meta["namespace"] != "tenant" || meta["labels"].(map[string]any)["hostile"] != "dense" {
 			t.Errorf("%s: metadata %v", s.name, meta)
@@ -49,8 +49,15 @@ func TestDenseBodiesEndJustUnderTheAPIServerLimit(t *testing.T) {
 		if len(w.base.body) > storedLimit || w.base.items < 200_000 {
 			t.Errorf("%s: the stored base is %d bytes with %d elements", w.kind, len(w.base.body), w.base.items)
 		}
-		for _, u := range w.updates {
-			obj := check(u, 100_000)
+		if len(w.updates) != 2*len(containerShapes) {
+			t.Errorf("%s: %d updates, want each shape at two sizes", w.kind, len(w.updates))
+		}
+		for i, u := range w.updates {
+			limit := apiMaxBody
+			if i%2 == 1 {
+				limit = storedLimit
+			}
+			obj := check(u, 20_000, limit)
 			if obj["kind"] != w.kind || obj["metadata"].(map[string]any)["name"] != w.name {
 				t.Errorf("%s: an update of %v %v", u.name, obj["kind"], obj["metadata"])
 			}

@@ -204,8 +204,14 @@ func workloads(ns, image string) []*workload {
 		w := &workload{kind: kind, path: path, name: name}
 		w.base = dense(kind+" stored with args of one-character strings", tmpl(ns, fmt.Sprintf(`{"name":"app","image":%q,"args":[@@]}`, image)), storedLimit, quoted("s"))
 		w.plain = shape{name: kind + " stored plain", body: []byte(tmpl(ns, fmt.Sprintf(`{"name":"app","image":%q}`, image)))}
+		// Each shape at the API server's limit, then at a third of it: on a
+		// loaded node the API server itself can spend its whole request
+		// timeout on a 3 MiB workload before admission; the smaller one
+		// reaches graceguard.
 		for _, c := range containerShapes {
-			w.updates = append(w.updates, dense(kind+" template: "+c.name, tmpl(ns, fmt.Sprintf(c.container, image)), denseLimit, c.item))
+			for _, limit := range []int{denseLimit, storedLimit} {
+				w.updates = append(w.updates, dense(kind+" template: "+c.name, tmpl(ns, fmt.Sprintf(c.container, image)), limit, c.item))
+			}
 		}
 		return w
 	}
