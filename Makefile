@@ -66,8 +66,13 @@ demo: ## Run graceguard on a real kube-apiserver + etcd built on this machine, a
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) run ./hack/demo $(DEMO_ARGS)
 
 .PHONY: test
-test: vet ## Run every test: unit, golden, handler, CLI, chart, envtest (real kube-apiserver, and cert-manager mode with cert-manager) and fuzz seeds.
+test: vet ## Run every test: unit, golden, handler, CLI, chart, envtest (real kube-apiserver, and cert-manager mode with cert-manager), fuzz seeds and the mesh oracle.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" CERT_MANAGER_ASSETS="$$(hack/cert-manager-assets.sh)" $(GO) test ./...
+	$(MAKE) --no-print-directory test-meshes
+
+.PHONY: test-meshes
+test-meshes: ## Hold graceguard to Istio's real injector (test/meshoracle, its own module: ~4 min cold build, seconds warm); prints the scenarios run per mode.
+	cd test/meshoracle && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) test -count=1 -v ./... | grep -Ev '^=== RUN'
 
 .PHONY: bench
 bench: ## Benchmark engine and handlers, the webhook under TLS load next to a no-op baseline, Pod creation through a real kube-apiserver, and the shutdown observer at 10,000 Pods; writes docs/benchmarks.{md,json,-latency.svg}.
@@ -89,8 +94,10 @@ fuzz: ## Fuzz the parsers, the mutation invariants (and their independence of th
 	$(GO) test ./pkg/manifest -run '^$$' -fuzz FuzzRender -fuzztime $(FUZZTIME) -fuzzminimizetime 0
 
 .PHONY: security-report
-security-report: ## Send the adversarial corpus through the real handlers and write the measured answers, sizes, allocations and times into docs/security.md.
+security-report: build ## Send the adversarial corpus through the handlers, then every attack class to bin/webhook in a memory cgroup at the chart's limit beside a real kube-apiserver (root, cgroup v1); write both tables into docs/security.md. GRACEGUARD_REPORT_ROUNDS, _CLASS_SECONDS and _CLASSES (a regexp) shorten it.
 	GRACEGUARD_SECURITY_REPORT=$(CURDIR)/docs/security.md $(GO) test ./pkg/webhook -run '^TestAdversarialCorpus$$' -count=1
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" GRACEGUARD_BINARY_REPORT=$(CURDIR)/docs/security.md GRACEGUARD_WEBHOOK_BINARY=$(BIN)/webhook \
+		$(GO) test ./test/security -run '^TestBinaryUnderTheChartsMemoryLimit$$' -count=1 -v -timeout 4h
 
 .PHONY: conns-report
 conns-report: ## Flood a real webhook server with each kind of hostile connection, uncapped and capped, and write what it held (heap, stack, RSS per connection) into docs/security.md.

@@ -6,6 +6,7 @@ package chart
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -16,6 +17,8 @@ import (
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
@@ -74,6 +77,44 @@ func Render(releaseName, namespace string, values map[string]any) (string, error
 		return "", fmt.Errorf("rendering the chart: unexpected release type %T", rel)
 	}
 	return r.Manifest, nil
+}
+
+// WebhookContainer renders the chart like `helm template` and returns the
+// webhook Deployment's container: the arguments, environment and
+// resources an install runs the webhook binary with.
+func WebhookContainer(releaseName, namespace string, values map[string]any) (corev1.Container, error) {
+	manifest, err := Render(releaseName, namespace, values)
+	if err != nil {
+		return corev1.Container{}, err
+	}
+	rd := utilyaml.NewYAMLReader(bufioReader(manifest))
+	for {
+		doc, err := rd.Read()
+		if err == io.EOF {
+			return corev1.Container{}, errors.New("the chart rendered no Deployment with a container named webhook")
+		}
+		if err != nil {
+			return corev1.Container{}, err
+		}
+		var meta struct {
+			Kind string `json:"kind"`
+		}
+		if err := yaml.Unmarshal(doc, &meta); err != nil {
+			return corev1.Container{}, err
+		}
+		if meta.Kind != "Deployment" {
+			continue
+		}
+		d := &appsv1.Deployment{}
+		if err := yaml.UnmarshalStrict(doc, d); err != nil {
+			return corev1.Container{}, err
+		}
+		for _, c := range d.Spec.Template.Spec.Containers {
+			if c.Name == "webhook" {
+				return c, nil
+			}
+		}
+	}
 }
 
 func parseWebhooks(manifest string) (Webhooks, error) {

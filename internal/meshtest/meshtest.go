@@ -3,25 +3,35 @@
 // container, volumes, labels and annotations the way each injector does,
 // and an admission webhook serving them (for envtest).
 //
-// The shapes are written from the injectors' own templates, at the commits
-// named below, reduced to what admission sees and graceguard reads (the
-// proxy's name, placement, lifecycle, probes and environment); they are
-// not the whole templates.
+// The shapes are reduced to what admission sees and graceguard reads (the
+// proxy's name, placement, lifecycle, probes and environment, the
+// annotations the injector adds); they are not the whole output.
 //
-//   - Istio: manifests/charts/istio-control/istio-discovery/files/injection-template.yaml
-//     and pkg/kube/inject (istio/istio@86c9f01fd735): classic sidecar as the
-//     last container; native sidecar (the default since Istio 1.27, or
-//     sidecar.istio.io/nativeSidecar) as an init container with
-//     restartPolicy Always and a preStop `pilot-agent request POST drain`;
-//     app HTTP probes rewritten to the agent's port 15020.
-//   - Linkerd: charts/partials/templates/_proxy.tpl and
-//     charts/patch/templates/patch.json (linkerd/linkerd2@b24cd4059841):
-//     classic proxy as the first container (proxy.await, the default) with
-//     postStart linkerd-await and, for
+//   - Istio: held to Istio's real injector. test/meshoracle runs Istio's
+//     own pkg/kube/inject (istio.io/istio v0.0.0-20260827124520-eed52ebb66ad,
+//     config rendered by Istio's chart renderer) on the same Pods and
+//     fails when this stand-in differs from it in any of those fields:
+//     classic sidecar as the last container; native sidecar (the default
+//     since Istio 1.27 on 1.33+ nodes, or sidecar.istio.io/nativeSidecar)
+//     as an init container with restartPolicy Always and a preStop
+//     `pilot-agent request --debug-port=15020 POST drain`; app HTTP probes
+//     rewritten to the agent's port 15020.
+//   - Linkerd: written from Linkerd's code at edge-26.8.3
+//     (linkerd/linkerd2@19a0d90d5a4a: pkg/inject/inject.go, report.go,
+//     controller/proxy-injector/webhook.go, charts/partials/templates/_proxy.tpl,
+//     charts/patch/templates/patch.json), not run against it: Linkerd's
+//     module is not on the Go module proxy, and this repository does not
+//     build from or keep copies of Linkerd's code (docs/meshes.md). Native
+//     sidecar by default (proxy.nativeSidecar, true since edge-26.5.2), or
+//     by config.linkerd.io/proxy-enable-native-sidecar (then the beta and
+//     alpha spellings; an unparsable value leaves the default): an init
+//     container right after linkerd-init, without lifecycle hooks, with a
+//     startup probe. Classic: the first container (proxy.await), postStart
+//     linkerd-await and, for a non-zero
 //     config.alpha.linkerd.io/proxy-wait-before-exit-seconds, preStop
-//     `/bin/sleep N`; native sidecar (config.linkerd.io/proxy-enable-native-sidecar)
-//     as an init container after linkerd-init, without lifecycle hooks;
-//     the namespace's config annotations copied to the Pod.
+//     `/bin/sleep N`. The namespace's config annotations the Pod lacks are
+//     copied to it (config.linkerd.io/*, the two config.alpha keys,
+//     linkerd.io/inject; not the beta spelling).
 //
 // Invariant: injecting an injected Pod changes nothing, as the real
 // injectors skip Pods that already carry their proxy.
@@ -34,6 +44,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -78,14 +89,18 @@ func (in Injector) Wants(pod *corev1.Pod, nsLabels, nsAnnotations map[string]str
 		}
 		return nsLabels["istio-injection"] == "enabled"
 	case Linkerd:
-		switch pod.Annotations["linkerd.io/inject"] {
-		case "enabled", "ingress":
-			return true
-		case "disabled":
+		// pkg/inject/report.go, disabledByAnnotation: an invalid value on
+		// the Pod or the namespace means no injection.
+		valid := func(v string) bool { return v == "" || v == "enabled" || v == "disabled" || v == "ingress" }
+		enables := func(v string) bool { return v == "enabled" || v == "ingress" }
+		podV, nsV := pod.Annotations["linkerd.io/inject"], nsAnnotations["linkerd.io/inject"]
+		switch {
+		case !valid(podV) || !valid(nsV):
 			return false
+		case enables(nsV):
+			return podV != "disabled"
 		}
-		v := nsAnnotations["linkerd.io/inject"]
-		return v == "enabled" || v == "ingress"
+		return enables(podV)
 	}
 	return false
 }
@@ -105,9 +120,17 @@ func (in Injector) Inject(pod *corev1.Pod, nsLabels, nsAnnotations map[string]st
 	return out
 }
 
+// injected reports a Pod either injector skips: it carries a proxy or its
+// init container already (Linkerd's healthcheck.HasExistingSidecars,
+// Istio's injectRequired).
 func injected(p *corev1.Pod) bool {
 	for _, c := range append(slices.Clone(p.Spec.InitContainers), p.Spec.Containers...) {
 		if c.Name == "istio-proxy" || c.Name == "linkerd-proxy" {
+			return true
+		}
+	}
+	for _, c := range p.Spec.InitContainers {
+		if c.Name == "istio-init" || c.Name == "linkerd-init" {
 			return true
 		}
 	}
@@ -170,7 +193,7 @@ func (in Injector) istio(p *corev1.Pod) {
 			}
 			path := "/app-health/" + c.Name + "/" + kind
 			probers[path] = map[string]any{"httpGet": probe.HTTPGet, "timeoutSeconds": probe.TimeoutSeconds}
-			probe.HTTPGet = &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(15020), Scheme: corev1.URISchemeHTTP}
+			probe.HTTPGet = &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(15020)}
 		}
 	}
 	env := []corev1.EnvVar{
@@ -257,14 +280,17 @@ func (in Injector) istio(p *corev1.Pod) {
 
 func (in Injector) linkerd(p *corev1.Pod, nsAnnotations map[string]string) {
 	// Config annotations the Pod lacks are copied from the namespace
-	// (controller/proxy-injector/webhook.go, AppendNamespaceAnnotations).
+	// (pkg/inject AppendNamespaceAnnotations: ProxyAnnotations, all
+	// config.linkerd.io/*, ProxyAlphaConfigAnnotations and linkerd.io/inject).
 	for k, v := range nsAnnotations {
-		if strings.HasPrefix(k, "config.linkerd.io/") || strings.HasPrefix(k, "config.alpha.linkerd.io/") || strings.HasPrefix(k, "config.beta.linkerd.io/") {
-			if _, ok := p.Annotations[k]; !ok {
-				setAnnotation(p, k, v)
-			}
+		copied := strings.HasPrefix(k, "config.linkerd.io/") || k == "linkerd.io/inject" ||
+			k == "config.alpha.linkerd.io/proxy-wait-before-exit-seconds" || k == "config.alpha.linkerd.io/proxy-enable-native-sidecar"
+		if _, ok := p.Annotations[k]; copied && !ok {
+			setAnnotation(p, k, v)
 		}
 	}
+	// ApplyAnnotationOverrides: the first spelling present decides; a
+	// value that does not parse leaves the default.
 	native := in.Native
 	for _, k := range []string{"config.linkerd.io/proxy-enable-native-sidecar", "config.beta.linkerd.io/proxy-enable-native-sidecar", "config.alpha.linkerd.io/proxy-enable-native-sidecar"} {
 		if v, ok := p.Annotations[k]; ok {
@@ -284,7 +310,10 @@ func (in Injector) linkerd(p *corev1.Pod, nsAnnotations map[string]string) {
 		{Name: "LINKERD2_PROXY_INBOUND_LISTEN_ADDR", Value: "[::]:4143"},
 	}
 	if v, ok := p.Annotations["config.linkerd.io/shutdown-grace-period"]; ok {
-		env = append(env, corev1.EnvVar{Name: "LINKERD2_PROXY_SHUTDOWN_GRACE_PERIOD", Value: v})
+		// Rendered in milliseconds; a value that does not parse is ignored.
+		if d, err := time.ParseDuration(v); err == nil {
+			env = append(env, corev1.EnvVar{Name: "LINKERD2_PROXY_SHUTDOWN_GRACE_PERIOD", Value: fmt.Sprintf("%dms", int(d.Seconds()*1000))})
+		}
 	}
 	t := true
 	uid := int64(2102)

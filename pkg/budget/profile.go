@@ -49,6 +49,7 @@ const (
 	ProfileAWSNLBIP     = "aws-nlb-ip"
 	ProfileGKENEG       = "gke-neg"
 	ProfileAzureAGIC    = "azure-agic"
+	ProfileIstioAmbient = "istio-ambient"
 )
 
 // BuiltinProfiles returns the profiles graceguard ships, in a fixed order.
@@ -68,6 +69,8 @@ func BuiltinProfiles() []Profile {
 			Source: "GKE docs: grace >= 60s for NEG programming latency (ingress-gce#1072)"},
 		{Name: ProfileAzureAGIC, Routing: 90 * time.Second, GraceFloor: 101 * time.Second, Basis: BasisRecommendation,
 			Source: "AGIC recipe: preStop sleep 90, grace 101 (application-gateway-kubernetes-ingress#726)"},
+		{Name: ProfileIstioAmbient, Routing: 15 * time.Second, Basis: BasisRecommendation,
+			Source: "a user's workaround, untested: preStop sleep 15s for ztunnel (istio#58514, ztunnel#1191)"},
 	}
 }
 

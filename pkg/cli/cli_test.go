@@ -362,9 +362,10 @@ func TestFlagsTheTextsNameExist(t *testing.T) {
 		fl.Bind(fs)
 		fs.VisitAll(func(f *pflag.Flag) { webhook[f.Name] = true })
 	}
-	// Other programs' flags, quoted as such: kubectl's, git's, ingress-nginx's.
+	// Other programs' flags, quoted as such: kubectl's, git's, ingress-nginx's,
+	// pilot-agent's (Istio's drain hook).
 	for _, names := range []map[string]bool{plugin, webhook} {
-		for _, other := range []string{"server-side", "force-conflicts", "field-manager", "type", "no-index", "dry-run", "show-managed-fields", "sync-rate-limit"} {
+		for _, other := range []string{"server-side", "force-conflicts", "field-manager", "type", "no-index", "dry-run", "show-managed-fields", "sync-rate-limit", "debug-port"} {
 			names[other] = true
 		}
 	}

@@ -419,6 +419,8 @@ func basisWord(b string) string {
 }
 
 // proxyNote says what the mesh proxy adds to the budget and why, in lines.
+// Before injection, when the proxy's form is not known yet, it says what
+// each form gets once injected (graceguard decides then).
 func proxyNote(m *mutate.Report) []string {
 	mr := m.Mesh
 	if mr == nil {
@@ -431,7 +433,10 @@ func proxyNote(m *mutate.Report) []string {
 			who += ", native sidecar"
 		}
 	}
-	if mr.Native || (mr.Proxy == "" && mr.Mesh == mutate.MeshIstio) {
+	if len(mr.Forms) > 0 {
+		return append([]string{who + ": " + mr.ExitWhy}, mr.Forms...)
+	}
+	if mr.Native {
 		return []string{who + ":", mr.ExitWhy}
 	}
 	wait := "waits " + budget.Format(mr.Wait)

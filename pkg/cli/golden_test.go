@@ -50,6 +50,8 @@ func TestGolden(t *testing.T) {
 		{"explain-operator-profile", []string{"explain", "-f", "testdata/explain-default.yaml", "--routing-profile", "corp-lb=45s,grace-floor=90s", "--default-routing-profile", "corp-lb"}, ""},
 		{"explain-istio-classic", []string{"explain", "-f", "../mutate/testdata/pod-istio-drain-30s-injected.yaml"}, ""},
 		{"explain-linkerd-before-injection", []string{"explain", "-f", "testdata/explain-linkerd.yaml"}, ""},
+		{"explain-istio-before-injection", []string{"explain", "-f", "testdata/explain-istio.yaml"}, ""},
+		{"explain-istio-native", []string{"explain", "-f", "../mutate/testdata/pod-istio-native-injected.yaml"}, ""},
 		{"explain-linkerd-injected", []string{"explain", "-f", "../mutate/testdata/pod-linkerd-longer-wait-injected.yaml"}, ""},
 		{"explain-platform-ceilings", []string{"explain", "-f", "testdata/explain-raise.yaml", "--karpenter-termination-grace-period=40s",
 			"--node-shutdown-grace-period=30s", "--node-shutdown-grace-period-critical-pods=15s"}, ""},

@@ -1,8 +1,11 @@
 package mutate
 
 import (
+	"encoding/json"
 	"fmt"
-	"regexp"
+	"maps"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,10 +22,12 @@ import (
 //
 // The rule for every mesh: the proxy must keep routing until the app's
 // admitted work is done, and the grace period must also cover the proxy's
-// own exit. graceguard never rewrites what the mesh's injector wrote and
-// decides from the Pod's final shape, so the result is the same whether
-// the injector runs before or after it (graceguard's mutating webhook has
-// reinvocationPolicy IfNeeded).
+// own exit. graceguard decides from the Pod's final shape, and before
+// injection only from what the Pod and its namespace say for certain, so
+// the result is the same whether the injector runs before or after it
+// (graceguard's mutating webhook has reinvocationPolicy IfNeeded). It
+// rewrites nothing the injector wrote but Istio's native-sidecar drain
+// hook, which it replaces by the same drain after the routing window.
 type Mesh string
 
 const (
@@ -50,6 +55,12 @@ const (
 	// AnnotationIstioProxyConfig is a ProxyConfig (YAML) for the Pod's
 	// proxy: terminationDrainDuration, proxyMetadata.
 	AnnotationIstioProxyConfig = "proxy.istio.io/config"
+	// LabelIstioDataplaneMode on a Namespace or Pod: "ambient" puts the
+	// Pod in Istio's ambient mesh (ztunnel, no sidecar); "none" on a Pod
+	// takes it out of its namespace's.
+	LabelIstioDataplaneMode = "istio.io/dataplane-mode"
+	// annotationIstioStatus marks a Pod Istio's injector has injected.
+	annotationIstioStatus = "sidecar.istio.io/status"
 	// Environment variables of istio-proxy that shape its exit.
 	envIstioProxyConfig = "PROXY_CONFIG"
 	envIstioExitOnZero  = "EXIT_ON_ZERO_ACTIVE_CONNECTIONS"
@@ -71,8 +82,9 @@ const (
 	// AnnotationLinkerdShutdownGrace bounds the proxy's own drain after
 	// SIGTERM: a Go duration.
 	AnnotationLinkerdShutdownGrace = "config.linkerd.io/shutdown-grace-period"
-	// AnnotationLinkerdNativeSidecar makes linkerd-proxy a native sidecar;
-	// the beta and alpha spellings are older names of the same setting.
+	// AnnotationLinkerdNativeSidecar makes linkerd-proxy a native sidecar
+	// (or, "false", a classic one); the beta and alpha spellings are older
+	// names of the same setting, read after it in that order.
 	AnnotationLinkerdNativeSidecar      = "config.linkerd.io/proxy-enable-native-sidecar"
 	AnnotationLinkerdNativeSidecarBeta  = "config.beta.linkerd.io/proxy-enable-native-sidecar"
 	AnnotationLinkerdNativeSidecarAlpha = "config.alpha.linkerd.io/proxy-enable-native-sidecar"
@@ -97,29 +109,53 @@ const linkerdSleep = "/bin/sleep"
 type meshSettings struct {
 	// istio and linkerd: the injector will mesh (or has meshed) the Pod.
 	istio, linkerd bool
-	// linkerdNative: the annotations make linkerd-proxy a native sidecar.
-	linkerdNative bool
+	// linkerdNative is what the annotations say about linkerd-proxy's
+	// form: nil when they say nothing Linkerd reads, and then Linkerd's
+	// install default decides (proxy.nativeSidecar, true since
+	// edge-26.5.2), which graceguard cannot see before injection.
+	linkerdNative *bool
 	// linkerdWait is proxy-wait-before-exit-seconds (Pod over namespace).
 	linkerdWait     *int64
 	linkerdWaitPath *field.Path
 	// linkerdShutdown is shutdown-grace-period, when set.
 	linkerdShutdown *time.Duration
+	// istioPending: the Pod declares istio-proxy, and Istio's injector
+	// has yet to inject it (no sidecar.istio.io/status).
+	istioPending bool
 	// istioConfig is what proxy.istio.io/config says.
 	istioConfig istioProxyConfig
+	// ambient: the Pod is in Istio's ambient mesh, as the Pod's label or
+	// (ambientFrom) the namespace's says.
+	ambient     bool
+	ambientFrom Source
+	// ignored are the mesh settings the mesh itself ignores: warnings.
+	ignored []Finding
 }
 
 // istioProxyConfig is the part of a ProxyConfig that shapes the proxy's exit.
 type istioProxyConfig struct {
-	drain     *time.Duration
-	exitZero  *bool
-	minDrain  *time.Duration
-	fromWhere string
+	drain    *time.Duration
+	exitZero *bool
+	minDrain *time.Duration
 }
 
-// readMesh reads the mesh settings of a target. Values graceguard relies
-// on that do not parse are findings (invalid-mesh-setting): the mesh would
-// ignore or refuse them, and the person should know. Keys of a mesh the
-// Pod is not in are not read.
+// linkerdCopied are the keys Linkerd's injector copies from the namespace
+// to a Pod that lacks them (pkg/inject AppendNamespaceAnnotations:
+// ProxyAnnotations and ProxyAlphaConfigAnnotations). The beta spelling of
+// the native-sidecar setting is in neither list: Linkerd reads it only on
+// the Pod.
+var linkerdCopied = map[string]bool{
+	AnnotationLinkerdWaitBeforeExit:     true,
+	AnnotationLinkerdShutdownGrace:      true,
+	AnnotationLinkerdNativeSidecar:      true,
+	AnnotationLinkerdNativeSidecarAlpha: true,
+}
+
+// readMesh reads the mesh settings of a target, each as its mesh reads
+// it. A value the mesh refuses (Istio's injector refuses the Pod) is a
+// finding (invalid-mesh-setting); a value the mesh ignores is a warning
+// (mesh-setting-ignored), never a refusal: graceguard does not refuse what
+// the mesh accepts. Keys of a mesh the Pod is not in are not read.
 func readMesh(t Target, ann map[string]string, ns Namespace, p paths) (meshSettings, []Finding) {
 	var m meshSettings
 	var bad []Finding
@@ -140,65 +176,87 @@ func readMesh(t Target, ann map[string]string, ns Namespace, p paths) (meshSetti
 		_, podRev := labels[LabelIstioRev]
 		m.istio = ns.Labels[LabelIstioInjection] == "enabled" || (ns.Labels[LabelIstioInjection] != "disabled" && (rev || podRev))
 	}
+	// A Pod may declare istio-proxy itself, for Istio's injector to merge
+	// its fields into the proxy it injects (gateways, per-Pod overrides);
+	// until Istio marks the Pod injected, that is no proxy yet, and what
+	// graceguard wrote into it would land in Istio's record of the Pod's
+	// own containers (proxy.istio.io/overrides) in one webhook order only.
+	m.istioPending = m.istio && hasProxy && proxy.mesh == MeshIstio && t.Meta.Annotations[annotationIstioStatus] == ""
 	m.istio = m.istio || (hasProxy && proxy.mesh == MeshIstio)
 	if m.istio {
 		if v, ok := ann[AnnotationIstioProxyConfig]; ok {
-			cfg, err := parseIstioProxyConfig(v)
+			path := p.pod.Key(AnnotationIstioProxyConfig)
+			cfg, ignored, err := parseIstioProxyConfig(v, path)
 			if err != nil {
-				bad = append(bad, Finding{DenyInvalidMeshSetting, field.Invalid(p.pod.Key(AnnotationIstioProxyConfig), clip(v), err.Error())})
+				bad = append(bad, Finding{DenyInvalidMeshSetting, field.Invalid(path, clip(v), err.Error())})
 			}
-			cfg.fromWhere = AnnotationIstioProxyConfig
 			m.istioConfig = cfg
+			m.ignored = append(m.ignored, ignored...)
 		}
 	}
+	// Ambient: the Pod's label decides, then the namespace's
+	// (istio.io/dataplane-mode, Istio's ambient docs).
+	if v, ok := labels[LabelIstioDataplaneMode]; ok {
+		m.ambient, m.ambientFrom = v == "ambient", FromPodLabel
+	} else if ns.Labels[LabelIstioDataplaneMode] == "ambient" {
+		m.ambient, m.ambientFrom = true, FromNamespaceLabel
+	}
 
-	// Linkerd: the Pod's annotation decides, then the namespace's.
-	switch v := ann[AnnotationLinkerdInject]; v {
-	case "enabled", "ingress":
-		m.linkerd = true
-	case "disabled":
+	// Linkerd: injected when the namespace enables it and the Pod does not
+	// disable it, or the Pod enables it; an invalid value on either means
+	// no injection (pkg/inject/report.go, disabledByAnnotation).
+	valid := func(v string) bool { return v == "" || v == "enabled" || v == "disabled" || v == "ingress" }
+	enables := func(v string) bool { return v == "enabled" || v == "ingress" }
+	podInject, nsInject := ann[AnnotationLinkerdInject], ns.Annotations[AnnotationLinkerdInject]
+	switch {
+	case !valid(nsInject) || !valid(podInject):
+	case enables(nsInject):
+		m.linkerd = podInject != "disabled"
 	default:
-		m.linkerd = ns.Annotations[AnnotationLinkerdInject] == "enabled" || ns.Annotations[AnnotationLinkerdInject] == "ingress"
+		m.linkerd = enables(podInject)
 	}
 	if !m.linkerd && !(hasProxy && proxy.mesh == MeshLinkerd) {
 		return m, bad
 	}
 	// Linkerd copies the namespace's config annotations to Pods that lack
 	// them, so the Pod's win and the namespace's count as the Pod's.
-	read := func(key string) (string, *field.Path, Reason, bool) {
+	read := func(key string) (string, *field.Path, bool) {
 		if v, ok := ann[key]; ok {
-			return v, p.pod.Key(key), DenyInvalidMeshSetting, true
+			return v, p.pod.Key(key), true
 		}
-		if v, ok := ns.Annotations[key]; ok {
-			return v, p.ns.Key(key), DenyInvalidMeshSetting, true
+		if v, ok := ns.Annotations[key]; ok && linkerdCopied[key] {
+			return v, p.ns.Key(key), true
 		}
-		return "", nil, "", false
+		return "", nil, false
 	}
+	ignore := func(path *field.Path, v, why string) {
+		m.ignored = append(m.ignored, Finding{WarnMeshSettingIgnored, field.Invalid(path, clip(v), why)})
+	}
+	// The first spelling present decides; if it does not parse, Linkerd
+	// uses its install default and reads no other spelling.
 	for _, key := range []string{AnnotationLinkerdNativeSidecar, AnnotationLinkerdNativeSidecarBeta, AnnotationLinkerdNativeSidecarAlpha} {
-		v, path, r, ok := read(key)
+		v, path, ok := read(key)
 		if !ok {
 			continue
 		}
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			bad = append(bad, Finding{r, field.Invalid(path, clip(v), "must be true or false")})
+		if b, err := strconv.ParseBool(v); err != nil {
+			ignore(path, v, "not a boolean; Linkerd ignores it (default: native)")
+		} else {
+			m.linkerdNative = &b
 		}
-		m.linkerdNative = b
 		break
 	}
-	if v, path, r, ok := read(AnnotationLinkerdWaitBeforeExit); ok {
-		n, err := strconv.ParseUint(v, 10, 31)
-		if err != nil {
-			bad = append(bad, Finding{r, field.Invalid(path, clip(v), "must be whole seconds (e.g. 30), as Linkerd reads it; Linkerd ignores other values and the proxy would not wait")})
+	if v, path, ok := read(AnnotationLinkerdWaitBeforeExit); ok {
+		if n, err := strconv.ParseUint(v, 10, 64); err != nil {
+			ignore(path, v, "not whole seconds; Linkerd ignores it")
 		} else {
-			w := int64(n)
+			w := int64(min(n, math.MaxInt64))
 			m.linkerdWait, m.linkerdWaitPath = &w, path
 		}
 	}
-	if v, path, r, ok := read(AnnotationLinkerdShutdownGrace); ok {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			bad = append(bad, Finding{r, field.Invalid(path, clip(v), "must be a Go duration (e.g. 30s), as Linkerd reads it; Linkerd ignores other values")})
+	if v, path, ok := read(AnnotationLinkerdShutdownGrace); ok {
+		if d, err := time.ParseDuration(v); err != nil || d < 0 {
+			ignore(path, v, "not a Go duration >= 0; Linkerd ignores it (2m)")
 		} else {
 			m.linkerdShutdown = &d
 		}
@@ -206,55 +264,82 @@ func readMesh(t Target, ann map[string]string, ns Namespace, p paths) (meshSetti
 	return m, bad
 }
 
-// protobufDuration is how Istio reads ProxyConfig durations (protobuf
-// JSON): seconds with an s suffix.
-var protobufDuration = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?s$`)
-
-func parseIstioProxyConfig(v string) (istioProxyConfig, error) {
-	var raw struct {
-		TerminationDrainDuration *string           `json:"terminationDrainDuration"`
-		ProxyMetadata            map[string]string `json:"proxyMetadata"`
-	}
+// parseIstioProxyConfig reads a ProxyConfig as Istio does
+// (pkg/config/mesh MergeProxyConfig: sigs.k8s.io/yaml to JSON, then the
+// protobuf JSON decoder): durations are JSON strings time.ParseDuration
+// reads ("60s", "1m", "500ms"), proxyMetadata a map of JSON strings, and
+// fields may be spelt in lowerCamelCase or as in the proto. What Istio's
+// decoder refuses is an error: the injector refuses the Pod. Of
+// proxyMetadata, EXIT_ON_ZERO_ACTIVE_CONNECTIONS and MINIMUM_DRAIN_DURATION
+// become the proxy's environment, which pilot-agent reads with
+// strconv.ParseBool and time.ParseDuration, falling back to its defaults
+// for a value it cannot: those are warnings, at path.
+func parseIstioProxyConfig(v string, path *field.Path) (istioProxyConfig, []Finding, error) {
 	var cfg istioProxyConfig
-	if err := yaml.Unmarshal([]byte(v), &raw); err != nil {
-		return cfg, fmt.Errorf("must be a ProxyConfig in YAML or JSON (e.g. terminationDrainDuration: 30s): %v", err)
+	js, err := yaml.YAMLToJSON([]byte(v))
+	if err != nil {
+		return cfg, nil, fmt.Errorf("must be a ProxyConfig in YAML or JSON (e.g. terminationDrainDuration: 30s): %v", err)
 	}
-	if raw.TerminationDrainDuration != nil {
-		d, err := protobufSeconds(*raw.TerminationDrainDuration)
-		if err != nil {
-			return cfg, fmt.Errorf("terminationDrainDuration %q %v", *raw.TerminationDrainDuration, err)
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(js, &raw); err != nil {
+		return cfg, nil, fmt.Errorf("must be a ProxyConfig, a map of its fields (e.g. terminationDrainDuration: 30s)")
+	}
+	get := func(camel, snake string) json.RawMessage {
+		if r, ok := raw[camel]; ok {
+			return r
 		}
+		return raw[snake]
+	}
+	if r := get("terminationDrainDuration", "termination_drain_duration"); r != nil && string(r) != "null" {
+		var s string
+		if err := json.Unmarshal(r, &s); err != nil {
+			return cfg, nil, fmt.Errorf("terminationDrainDuration %s must be a duration in quotes or YAML text, as Istio reads it (e.g. 30s, 1m, 500ms)", clip(string(r)))
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return cfg, nil, fmt.Errorf("terminationDrainDuration %q is not a duration as Istio reads it (e.g. 30s, 1m, 500ms)", clip(s))
+		}
+		// pilot-agent waits time.After(d): a negative duration is none.
+		d = max(d, 0)
 		cfg.drain = &d
 	}
-	return cfg, cfg.readMetadata(raw.ProxyMetadata)
+	var ignored []Finding
+	if r := get("proxyMetadata", "proxy_metadata"); r != nil && string(r) != "null" {
+		var md map[string]json.RawMessage
+		if err := json.Unmarshal(r, &md); err != nil {
+			return cfg, nil, fmt.Errorf("proxyMetadata must be a map of names to values in quotes")
+		}
+		// Every value must be a string, or Istio refuses the ProxyConfig.
+		for _, k := range slices.Sorted(maps.Keys(md)) {
+			var s string
+			if err := json.Unmarshal(md[k], &s); err != nil {
+				return cfg, nil, fmt.Errorf("proxyMetadata %s: %s must be a string: quote it (\"%s\"), or Istio's injector refuses the Pod",
+					clip(k), clip(string(md[k])), clip(strings.Trim(string(md[k]), `"`)))
+			}
+			if k == envIstioExitOnZero || k == envIstioMinDrain {
+				ignored = append(ignored, cfg.readEnv(k, s, path)...)
+			}
+		}
+	}
+	return cfg, ignored, nil
 }
 
-func protobufSeconds(s string) (time.Duration, error) {
-	if !protobufDuration.MatchString(s) {
-		return 0, fmt.Errorf("must be seconds with an s suffix, as Istio reads durations (e.g. 30s, 1.5s)")
-	}
-	f, err := strconv.ParseFloat(strings.TrimSuffix(s, "s"), 64)
-	if err != nil || f > budget.MaxTerm.Seconds() {
-		return 0, fmt.Errorf("must be at most 3600s")
-	}
-	return time.Duration(f * float64(time.Second)), nil
-}
-
-// readMetadata reads EXIT_ON_ZERO_ACTIVE_CONNECTIONS and
-// MINIMUM_DRAIN_DURATION as pilot-agent does (strconv.ParseBool,
-// time.ParseDuration).
-func (c *istioProxyConfig) readMetadata(md map[string]string) error {
-	if v, ok := md[envIstioExitOnZero]; ok {
+// readEnv reads one of the environment variables that shape
+// istio-proxy's exit as pilot-agent does (pkg/env: strconv.ParseBool,
+// time.ParseDuration; a value that does not parse is the default, with a
+// warning in the proxy's log and here).
+func (c *istioProxyConfig) readEnv(name, v string, path *field.Path) []Finding {
+	switch name {
+	case envIstioExitOnZero:
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return fmt.Errorf("proxyMetadata %s %q must be true or false", envIstioExitOnZero, v)
+			return []Finding{{WarnMeshSettingIgnored, field.Invalid(path, clip(v), name+" not true/false; pilot-agent uses false")}}
 		}
 		c.exitZero = &b
-	}
-	if v, ok := md[envIstioMinDrain]; ok {
+	case envIstioMinDrain:
 		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 || d > budget.MaxTerm {
-			return fmt.Errorf("proxyMetadata %s %q must be a Go duration up to 1h (e.g. 5s)", envIstioMinDrain, v)
+		if err != nil {
+			return []Finding{{WarnMeshSettingIgnored, field.Invalid(path, clip(v), name+" not a duration; pilot-agent uses 5s")}}
 		}
 		c.minDrain = &d
 	}
@@ -268,19 +353,21 @@ type proxyRef struct {
 	native bool
 }
 
+// meshOf names the mesh whose proxy container is called name, or "".
+func meshOf(name string) Mesh {
+	switch name {
+	case ContainerIstioProxy:
+		return MeshIstio
+	case ContainerLinkerdProxy:
+		return MeshLinkerd
+	}
+	return ""
+}
+
 // findProxy finds the mesh proxy container, if the Pod has been injected.
 // It looks at names only and builds the paths of the one it finds: a Pod
 // may have thousands of containers (the webhook's allocation bounds).
 func findProxy(t Target) (proxyRef, bool) {
-	meshOf := func(name string) Mesh {
-		switch name {
-		case ContainerIstioProxy:
-			return MeshIstio
-		case ContainerLinkerdProxy:
-			return MeshLinkerd
-		}
-		return ""
-	}
 	for i := range t.Spec.InitContainers {
 		c := &t.Spec.InitContainers[i]
 		if m := meshOf(c.Name); m != "" && isSidecar(c) {
@@ -295,14 +382,12 @@ func findProxy(t Target) (proxyRef, bool) {
 	return proxyRef{}, false
 }
 
-// isProxy reports whether c is a classic (regular container) mesh proxy:
+// isProxy reports whether c is a mesh proxy, classic or native:
 // graceguard handles it as a proxy, never as an app container.
-func isProxy(c container) bool {
-	return !c.sidecar && (c.c.Name == ContainerIstioProxy || c.c.Name == ContainerLinkerdProxy)
-}
+func isProxy(c container) bool { return meshOf(c.c.Name) != "" }
 
-// appTargets drops classic mesh proxies from the containers to treat as
-// apps: a proxy must outlive the app, not drain beside it.
+// appTargets drops mesh proxies from the containers to treat as apps: a
+// proxy must outlive the app, not drain beside it.
 func appTargets(targets []container) []container {
 	out := targets[:0:0]
 	for _, c := range targets {
@@ -325,11 +410,15 @@ type MeshReport struct {
 	NeedWait int64
 	// Wait is the proxy's wait as the Pod will run it; WaitKnown is false
 	// for a hook graceguard cannot measure (then Wait is a lower bound).
+	// For Istio's native sidecar it is when its drain starts.
 	Wait      time.Duration
 	WaitKnown bool
 	// Exit is the proxy's own exit after its SIGTERM, and why.
 	Exit    time.Duration
 	ExitWhy string
+	// Forms, before injection when the proxy's form is not yet known,
+	// says what each form will get once injected: graceguard decides then.
+	Forms []string
 	// ProbesSkipped: graceguard added no probes (Istio rewrites probes at
 	// injection, which only one webhook order would see).
 	ProbesSkipped bool
@@ -351,11 +440,16 @@ type meshPlan struct {
 // planMesh decides, from the target as it is and b (the app's budget,
 // routing term already raised to the app's own hooks), what graceguard
 // adds for the mesh proxy and what the proxy adds to the budget.
+//
+// Before injection it plans only what the Pod and namespace make certain
+// (a Linkerd proxy the annotations make classic); the rest waits for the
+// proxy: the API server calls graceguard again after the injector.
 func planMesh(t Target, s Settings, b budget.Budget) meshPlan {
 	m := s.mesh
 	app := b.Routing + b.Work + b.Cleanup
 	need := budget.CeilSeconds(app)
 	ref, injected := findProxy(t)
+	injected = injected && !(ref.mesh == MeshIstio && m.istioPending)
 	var plan meshPlan
 	mr := &MeshReport{NeedWait: need, WaitKnown: true}
 	switch {
@@ -370,50 +464,204 @@ func planMesh(t Target, s Settings, b budget.Budget) meshPlan {
 		return plan
 	}
 	plan.report = mr
+	plan.warnings = append(plan.warnings, m.ignored...)
 	mr.ProbesSkipped = mr.Mesh == MeshIstio && (s.ReadinessPath != "" || s.LivenessPath != "")
+	routing := budget.CeilSeconds(b.Routing)
 
-	// Linkerd's wait annotation: set before injection so Linkerd's own
-	// injector writes the hook; set after injection too, so both webhook
-	// orders end with the same Pod. Never over a value someone set, and
-	// never when the annotations ask for a native sidecar (Linkerd's
-	// template ignores the wait then, and its docs say not to combine).
-	if mr.Mesh == MeshLinkerd && m.linkerd && !m.linkerdNative && m.linkerdWait == nil {
-		plan.annotation = strconv.FormatInt(need, 10)
-	}
-
-	switch {
-	case mr.Native:
-		mr.Wait = 0
-		if mr.Mesh == MeshIstio {
-			mr.ExitWhy = "native sidecar: drains from deletion, exits on its SIGTERM after the app (istio#47226)"
-		} else {
-			mr.ExitWhy = "native sidecar: SIGTERM after the app exited"
-		}
+	if mr.Mesh == MeshLinkerd {
+		plan.planLinkerd(t, m, b, injected)
 		return plan
-	case !injected && mr.Mesh == MeshIstio:
+	}
+	// Istio.
+	_, exitWhy := istioExit(nil, m.istioConfig)
+	if !injected {
 		// Nothing to plan until the injector has run: graceguard is called
 		// again then (reinvocation) and decides on the final shape.
-		return plan
-	case !injected:
-		// Linkerd before injection: the wait the injector will write.
-		if m.linkerdNative {
-			return plan
+		mr.ExitWhy = "decided once injected, in either form:"
+		mr.Forms = []string{
+			fmt.Sprintf("classic: waits %ds (the app's shutdown) before its SIGTERM, then %s", need, exitWhy),
+			fmt.Sprintf("native (Istio's default since 1.27): its drain starts after the %ds routing window; SIGTERM after the app", routing),
 		}
+		return plan
+	}
+	c := ref.c
+	var hook *corev1.LifecycleHandler
+	if c.c.Lifecycle != nil {
+		hook = c.c.Lifecycle.PreStop
+	}
+	if ref.native {
+		plan.planIstioNative(c.c, m, hook, routing)
+		return plan
+	}
+	// A classic proxy container: make it outlive the app.
+	if hook != nil {
+		hl := preStopLength(hook)
+		mr.Wait, mr.WaitKnown = hl.D, hl.Known
+		if !hl.Known {
+			plan.warnings = append(plan.warnings, Finding{WarnHookUnknownLength, field.Invalid(c.path.Child("lifecycle", "preStop"), hl.Desc,
+				fmt.Sprintf("mesh proxy wait of unknown length; it must outlast the app's %ds", need))})
+		} else if hl.D < time.Duration(need)*time.Second {
+			plan.violations = append(plan.violations, Finding{DenyProxyExitsEarly, field.Invalid(c.path.Child("lifecycle", "preStop"), hl.Desc,
+				exitsEarly(need, b, fmt.Sprintf("make it at least %ds or remove it (graceguard adds one)", need)))})
+		}
+	} else {
+		mr.Wait = time.Duration(need) * time.Second
+		plan.addHook = &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: need}}
+		if s.PreStop == PreStopExec {
+			// The cluster has no sleep action: the same exec graceguard
+			// gives the app (Istio's default proxyv2 image has sleep).
+			plan.addHook = &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sleep", strconv.FormatInt(need, 10)}}}
+		}
+	}
+	mr.Exit, mr.ExitWhy = istioExit(c.c, m.istioConfig)
+	plan.term = max(mr.Wait-app, 0) + mr.Exit
+	return plan
+}
+
+// planIstioNative replaces Istio's native-sidecar preStop (`pilot-agent
+// request POST drain`, which starts Envoy's drain at deletion, while the
+// app still serves its routing window: istio#51855, #60649) by the same
+// request after the routing window, so the proxy keeps routing as long as
+// the app does. Istio's hook is the only field of an injector graceguard
+// rewrites; any other hook (global.proxy.lifecycle) is left alone.
+func (plan *meshPlan) planIstioNative(c *corev1.Container, m meshSettings, hook *corev1.LifecycleHandler, routing int64) {
+	mr := plan.report
+	exit, exitWhy := istioExit(c, m.istioConfig)
+	cmd, istios := istioDrainCommand(hook)
+	mine, isMine := delayedDrainSeconds(hook)
+	switch {
+	case istios && routing == 0:
+		// No routing window to wait for: Istio's hook stays, the proxy
+		// drains from deletion and exits at once on its SIGTERM.
+		mr.ExitWhy = "drains from deletion (its preStop calls /drain), exits on its SIGTERM after the app (istio#47226)"
+	case istios || (isMine && mine == routing):
+		if istios {
+			plan.addHook = istioDelayedDrain(routing, cmd)
+		}
+		// Counted in the budget: where the hook cannot run, pilot-agent
+		// drains at its SIGTERM, after the app.
+		mr.Wait, mr.Exit, plan.term = secs(routing), exit, exit
+		mr.ExitWhy = fmt.Sprintf("drains after the %ds routing window (istio#60649), exits on its SIGTERM after the app; counted: where the hook cannot run (no shell), it %s",
+			routing, exitWhy)
+	default:
+		// A hook of its own (global.proxy.lifecycle), or none: it runs
+		// from deletion as it is; without a drain before, pilot-agent
+		// drains at its SIGTERM.
+		hl := preStopLength(hook)
+		mr.Wait, mr.WaitKnown, mr.Exit, plan.term = hl.D, hl.Known, exit, exit
+		mr.ExitWhy = "SIGTERM after the app, then " + exitWhy
+	}
+}
+
+// istioDrainCommand returns Istio's native-sidecar drain hook
+// (manifests/charts/istio-control/istio-discovery/files/injection-template.yaml:
+// `pilot-agent request --debug-port=PORT POST drain`), when h is it.
+func istioDrainCommand(h *corev1.LifecycleHandler) ([]string, bool) {
+	if h == nil || h.Exec == nil || h.Sleep != nil || h.HTTPGet != nil || h.TCPSocket != nil {
+		return nil, false
+	}
+	c := h.Exec.Command
+	if len(c) != 5 || c[0] != "pilot-agent" || c[1] != "request" || c[3] != "POST" || c[4] != "drain" {
+		return nil, false
+	}
+	// The port comes from an annotation (status.sidecar.istio.io/port);
+	// graceguard puts the command in a shell script, so only digits.
+	port, ok := strings.CutPrefix(c[2], "--debug-port=")
+	if !ok || port == "" || len(port) > 5 || strings.Trim(port, "0123456789") != "" {
+		return nil, false
+	}
+	return c, true
+}
+
+// istioDelayedDrain is graceguard's preStop for Istio's native sidecar:
+// Istio's own drain request, after the routing window. It needs a shell,
+// which Istio's default proxyv2 image has; where it cannot run (the
+// distroless variant), pilot-agent drains at its SIGTERM instead, which
+// the budget counts.
+func istioDelayedDrain(seconds int64, cmd []string) *corev1.LifecycleHandler {
+	return &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{
+		"sh", "-c", "sleep " + strconv.FormatInt(seconds, 10) + " && exec " + strings.Join(cmd, " "),
+	}}}
+}
+
+// delayedDrainSeconds reads back istioDelayedDrain's hook: its seconds.
+func delayedDrainSeconds(h *corev1.LifecycleHandler) (int64, bool) {
+	if h == nil || h.Exec == nil || len(h.Exec.Command) != 3 || h.Exec.Command[0] != "sh" || h.Exec.Command[1] != "-c" {
+		return 0, false
+	}
+	rest, ok := strings.CutPrefix(h.Exec.Command[2], "sleep ")
+	if !ok {
+		return 0, false
+	}
+	n, drain, ok := strings.Cut(rest, " && exec ")
+	if !ok {
+		return 0, false
+	}
+	sec, err := strconv.ParseInt(n, 10, 64)
+	if err != nil || sec <= 0 {
+		return 0, false
+	}
+	if _, ok := istioDrainCommand(&corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: strings.Split(drain, " ")}}); !ok {
+		return 0, false
+	}
+	return sec, true
+}
+
+// planLinkerd plans a Linkerd proxy. Before injection, graceguard acts
+// only when the annotations make the proxy classic: then it sets the wait
+// annotation for the injector to turn into the proxy's preStop, or holds
+// a wait someone set to the app's shutdown. When they say nothing, Linkerd's
+// install default decides (native since edge-26.5.2), which graceguard
+// cannot see: it plans nothing and decides once the proxy is there.
+func (plan *meshPlan) planLinkerd(t Target, m meshSettings, b budget.Budget, injected bool) {
+	mr := plan.report
+	app := b.Routing + b.Work + b.Cleanup
+	need := mr.NeedWait
+	native := mr.Native
+	classic := injected && !mr.Native
+	if !injected && m.linkerdNative != nil {
+		native, classic = *m.linkerdNative, !*m.linkerdNative
+	}
+	shutdown, shutdownWhy := linkerdExit(m)
+	switch {
+	case native:
+		mr.Native = true
+		mr.Exit, mr.ExitWhy = shutdown, "SIGTERM after the app exited, then "+shutdownWhy
+		plan.term = shutdown
+		if m.linkerdWait != nil {
+			plan.warnings = append(plan.warnings, Finding{WarnMeshSettingIgnored, field.Invalid(m.linkerdWaitPath, strconv.FormatInt(*m.linkerdWait, 10),
+				"ignored for a native sidecar; remove it")})
+		}
+		return
+	case !classic:
+		mr.ExitWhy = "decided once injected, in either form:"
+		mr.Forms = []string{
+			fmt.Sprintf("classic: waits %ds (the app's shutdown) before its SIGTERM, then %s", need, shutdownWhy),
+			"native (Linkerd's default since edge-26.5.2): SIGTERM after the app exited, then " + shutdownWhy,
+		}
+		return
+	}
+	// Classic: the wait annotation, set before injection for Linkerd's
+	// injector to write the hook, and after it too so that both webhook
+	// orders end with the same Pod. Never over a value someone set.
+	if m.linkerd && m.linkerdWait == nil {
+		plan.annotation = strconv.FormatInt(need, 10)
+	}
+	mr.ExitWhy = shutdownWhy
+	mr.Exit = shutdown
+	if !injected {
 		mr.Wait = time.Duration(need) * time.Second
 		if m.linkerdWait != nil {
-			mr.Wait = time.Duration(*m.linkerdWait) * time.Second
+			mr.Wait = secs(*m.linkerdWait)
 			if *m.linkerdWait < need {
 				plan.violations = append(plan.violations, Finding{DenyProxyExitsEarly, field.Invalid(m.linkerdWaitPath, strconv.FormatInt(*m.linkerdWait, 10),
 					exitsEarly(need, b, fmt.Sprintf("raise it to %d or remove it (graceguard sets it)", need)))})
 			}
 		}
-		mr.ExitWhy = "exits once its connections close, after the app (bounded by shutdown-grace-period)"
-		plan.term = max(mr.Wait-app, 0)
-		return plan
+		plan.term = saturatingAdd(max(mr.Wait-app, 0), shutdown)
+		return
 	}
-
-	// A classic proxy container: make it outlive the app.
-	c := ref.c
+	c := plan.proxy.c
 	if c.c.Lifecycle != nil && c.c.Lifecycle.PreStop != nil {
 		hl := preStopLength(c.c.Lifecycle.PreStop)
 		mr.Wait, mr.WaitKnown = hl.D, hl.Known
@@ -421,38 +669,39 @@ func planMesh(t Target, s Settings, b budget.Budget) meshPlan {
 			plan.warnings = append(plan.warnings, Finding{WarnHookUnknownLength, field.Invalid(c.path.Child("lifecycle", "preStop"), hl.Desc,
 				fmt.Sprintf("mesh proxy wait of unknown length; it must outlast the app's %ds", need))})
 		} else if hl.D < time.Duration(need)*time.Second {
-			fix := fmt.Sprintf("make it at least %ds or remove it (graceguard adds one)", need)
-			if ref.mesh == MeshLinkerd {
-				fix = fmt.Sprintf("raise %s to %d or remove it (graceguard sets it)", AnnotationLinkerdWaitBeforeExit, need)
-			}
-			plan.violations = append(plan.violations, Finding{DenyProxyExitsEarly, field.Invalid(c.path.Child("lifecycle", "preStop"), hl.Desc, exitsEarly(need, b, fix))})
+			plan.violations = append(plan.violations, Finding{DenyProxyExitsEarly, field.Invalid(c.path.Child("lifecycle", "preStop"), hl.Desc,
+				exitsEarly(need, b, fmt.Sprintf("raise %s to %d or remove it (graceguard sets it)", AnnotationLinkerdWaitBeforeExit, need)))})
 		}
 	} else {
 		n := need
-		if ref.mesh == MeshLinkerd && m.linkerdWait != nil {
+		if m.linkerdWait != nil {
 			// Someone's wait the injector did not turn into a hook (the
-			// annotation came after injection): write it as the injector
-			// would, and hold it to the same rule.
+			// annotation came after injection, or is 0): write it as the
+			// injector would, and hold it to the same rule.
 			n = *m.linkerdWait
 			if n < need {
 				plan.violations = append(plan.violations, Finding{DenyProxyExitsEarly, field.Invalid(m.linkerdWaitPath, strconv.FormatInt(n, 10),
 					exitsEarly(need, b, fmt.Sprintf("raise it to %d or remove it (graceguard sets it)", need)))})
 			}
 		}
-		mr.Wait = time.Duration(n) * time.Second
-		if ref.mesh == MeshLinkerd {
-			plan.addHook = &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{linkerdSleep, strconv.FormatInt(n, 10)}}}
-		} else {
-			plan.addHook = &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: n}}
-		}
+		mr.Wait = secs(n)
+		plan.addHook = &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{linkerdSleep, strconv.FormatInt(n, 10)}}}
 	}
-	if ref.mesh == MeshIstio {
-		mr.Exit, mr.ExitWhy = istioExit(c.c, m.istioConfig)
-	} else {
-		mr.ExitWhy = "exits once its connections close, after the app (bounded by shutdown-grace-period)"
+	plan.term = saturatingAdd(max(mr.Wait-app, 0), shutdown)
+}
+
+// linkerdExit is how long linkerd-proxy runs after its SIGTERM, as the
+// budget counts it: the shutdown-grace-period set for the Pod (Linkerd
+// passes it to the proxy, LINKERD2_PROXY_SHUTDOWN_GRACE_PERIOD), the most
+// the proxy keeps draining connections. Without one, 0: by then the app
+// has exited, the proxy closes its connections and exits, and only a
+// connection held open past the grace gets it killed, which cuts nothing
+// of the app's (the proxy's own bound is 2m).
+func linkerdExit(m meshSettings) (time.Duration, string) {
+	if m.linkerdShutdown != nil {
+		return *m.linkerdShutdown, fmt.Sprintf("drains its connections for at most %s (shutdown-grace-period)", budget.Format(*m.linkerdShutdown))
 	}
-	plan.term = max(mr.Wait-app, 0) + mr.Exit
-	return plan
+	return 0, "exits once its connections close; the app is gone by then (the proxy's own bound: 2m)"
 }
 
 func exitsEarly(need int64, b budget.Budget, fix string) string {
@@ -460,41 +709,37 @@ func exitsEarly(need int64, b budget.Budget, fix string) string {
 		need, budget.Format(b.Routing), budget.Format(b.Work), budget.Format(b.Cleanup), fix)
 }
 
-// istioExit is how long a classic istio-proxy runs after its SIGTERM:
+// istioExit is how long istio-proxy runs after its SIGTERM, as
+// pilot-agent decides (pkg/envoy/agent.go, terminate):
 // terminationDrainDuration, or with EXIT_ON_ZERO_ACTIVE_CONNECTIONS its
-// MINIMUM_DRAIN_DURATION and one connection check (pkg/envoy/agent.go).
-// The container's environment (what the injector computed, mesh-wide
-// defaults included) wins over the Pod's annotation.
+// MINIMUM_DRAIN_DURATION and one connection check. The ProxyConfig is the
+// container's PROXY_CONFIG with the Pod's annotation over it (pilot-agent's
+// order, pilot/cmd/pilot-agent/config); the two variables are the
+// container's environment, which pilot-agent reads (the injector writes
+// proxyMetadata there). Before injection (c nil), the annotation's.
 func istioExit(c *corev1.Container, ann istioProxyConfig) (time.Duration, string) {
 	cfg := ann
-	for _, e := range c.Env {
-		switch e.Name {
-		case envIstioProxyConfig:
-			if got, err := parseIstioProxyConfig(e.Value); err == nil {
-				if got.drain != nil {
-					cfg.drain = got.drain
+	if c != nil {
+		var env istioProxyConfig
+		for _, e := range c.Env {
+			switch e.Name {
+			case envIstioProxyConfig:
+				if got, _, err := parseIstioProxyConfig(e.Value, nil); err == nil {
+					env.drain = got.drain
 				}
-				if got.exitZero != nil {
-					cfg.exitZero = got.exitZero
-				}
-				if got.minDrain != nil {
-					cfg.minDrain = got.minDrain
-				}
-			}
-		case envIstioExitOnZero:
-			if b, err := strconv.ParseBool(e.Value); err == nil {
-				cfg.exitZero = &b
-			}
-		case envIstioMinDrain:
-			if d, err := time.ParseDuration(e.Value); err == nil && d >= 0 && d <= budget.MaxTerm {
-				cfg.minDrain = &d
+			case envIstioExitOnZero, envIstioMinDrain:
+				env.readEnv(e.Name, e.Value, nil)
 			}
 		}
+		if ann.drain != nil {
+			env.drain = ann.drain
+		}
+		cfg = env
 	}
 	if cfg.exitZero != nil && *cfg.exitZero {
 		d := istioDefaultDrain
 		if cfg.minDrain != nil {
-			d = *cfg.minDrain
+			d = max(*cfg.minDrain, 0)
 		}
 		return d + istioConnCheck, fmt.Sprintf("EXIT_ON_ZERO_ACTIVE_CONNECTIONS: drains %s, then exits at zero connections", budget.Format(d))
 	}
@@ -518,8 +763,12 @@ func (plan meshPlan) apply(t Target, r *Report) {
 	}
 	if plan.addHook != nil {
 		c := plan.proxy.c
+		what := ": the " + string(plan.proxy.mesh) + " proxy exits after the app"
+		if plan.proxy.native {
+			what = ": the " + string(plan.proxy.mesh) + " proxy drains after the routing window"
+		}
 		r.Changes = append(r.Changes, Change{Reason: ChangeProxyWait, Path: c.path.Child("lifecycle", "preStop"),
-			Summary: preStopLength(plan.addHook).Desc + ": the " + string(plan.proxy.mesh) + " proxy exits after the app",
+			Summary: shortenTo(preStopLength(plan.addHook).Desc, 60) + what,
 			Op:      setPreStop(c, plan.addHook)})
 	}
 }
@@ -567,28 +816,35 @@ func (plan meshPlan) skipProbes(p paths, r *Report) bool {
 	return true
 }
 
-// checkMutated denies, in enforce mode, a classic mesh proxy still without
-// the wait graceguard adds: graceguard's mutating webhook did not run
-// after the injector (its reinvocation failed); the controller retries.
+// checkMutated denies, in enforce mode, a mesh proxy still without what
+// graceguard adds (a classic proxy's wait, the delay of Istio's native
+// drain): graceguard's mutating webhook did not run after the injector
+// (its reinvocation failed); the controller retries.
 func (plan meshPlan) checkMutated(s Settings, r *Report) {
 	if plan.addHook == nil || s.Mode == ModeWarn {
 		return
 	}
+	what := fmt.Sprintf("adds a %s wait here so the %s proxy outlives the app", preStopLength(plan.addHook).Desc, plan.proxy.mesh)
+	if plan.proxy.native {
+		what = fmt.Sprintf("delays the %s proxy's drain here until the routing window is over", plan.proxy.mesh)
+	}
 	r.deny(DenyNotMutated, field.Required(plan.proxy.c.path.Child("lifecycle", "preStop"),
-		fmt.Sprintf("graceguard's mutating webhook adds a %s wait here so the %s proxy outlives the app, and did not run after injection; create it again",
-			preStopLength(plan.addHook).Desc, plan.proxy.mesh)))
+		"graceguard's mutating webhook "+what+", and did not run after injection; create it again"))
 }
 
 // checkMeshWait denies a Linkerd wait annotation at least as long as the
-// grace period, for Pods graceguard does not mutate: the kubelet would
-// kill the proxy's preStop (exit 137, linkerd2#10058) before it ends.
-// After injection checkHooks sees the hook itself.
+// grace period, for Pods graceguard does not mutate, when the annotations
+// make the proxy classic: Linkerd makes it the proxy's preStop sleep,
+// which the kubelet would kill (exit 137, linkerd2#10058). After
+// injection checkHooks sees the hook itself; when the annotations say
+// nothing, Linkerd's install default decides (native since edge-26.5.2,
+// which ignores the wait), and the injected Pod is checked.
 func checkMeshWait(t Target, s Settings, r *Report) {
 	m := s.mesh
-	if m.linkerdWait == nil || m.linkerdNative {
+	if m.linkerdWait == nil || m.linkerdNative == nil || *m.linkerdNative {
 		return
 	}
-	if ref, ok := findProxy(t); ok && (ref.native || ref.c.c.Lifecycle != nil && ref.c.c.Lifecycle.PreStop != nil) {
+	if _, ok := findProxy(t); ok {
 		return
 	}
 	if g := t.grace(); *m.linkerdWait >= g {

@@ -110,6 +110,10 @@ func decide(t Target, s Settings, p paths, targets []container, r *Report, withA
 	if !withAdvice {
 		warnTo = nil
 	}
+	if proxies := slices.DeleteFunc(slices.Clone(s.Containers), func(n string) bool { return meshOf(n) == "" }); len(proxies) > 0 && withAdvice {
+		r.warn(WarnMeshProxyNamed, p.pod.Key(AnnotationContainers), clip(strings.Join(s.Containers, ",")),
+			"%s: a mesh proxy, never treated as an app container", joinQuoted(proxies))
+	}
 	r.Budget, r.Hook = effectiveBudget(s, d.targets, warnTo)
 	r.Sources = maps.Clone(s.Sources)
 	if r.Budget.Routing > s.Budget.Routing {
@@ -264,6 +268,12 @@ func selectTargets(t Target, s Settings, p paths) ([]container, []Finding) {
 	var out []container
 	var missing []string
 	for _, name := range s.Containers {
+		if meshOf(name) != "" {
+			// A mesh proxy is never an app container, and it is not there
+			// yet when graceguard runs before the injector: skipped, in
+			// both orders (decide warns).
+			continue
+		}
 		if i, ok := byName[name]; ok {
 			out = append(out, all[i])
 		} else {

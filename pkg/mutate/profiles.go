@@ -27,6 +27,13 @@ type ProfileUse struct {
 	SetsRouting bool
 }
 
+// FromPodLabel and FromNamespaceLabel are where a label selected a routing
+// profile: istio.io/dataplane-mode=ambient selects istio-ambient.
+const (
+	FromPodLabel       Source = "pod label"
+	FromNamespaceLabel Source = "namespace label"
+)
+
 // FromProfile is the Source of a routing term a routing profile supplied:
 // "profile aws-nlb-ip".
 func FromProfile(name string) Source { return Source("profile " + name) }
@@ -52,9 +59,9 @@ func settingsFor(t Target, ns Namespace, opts Options, p paths) (Settings, []Fin
 	ns.Annotations, bad = withoutOversized(ns.Annotations, NamespaceAnnotation, p.ns, DenyInvalidNamespace, bad)
 	s, rbad := resolve(podAnn, ns, opts, p)
 	bad = append(bad, rbad...)
-	bad = append(bad, applyProfile(&s, podAnn, ns, opts, p)...)
 	var mbad []Finding
 	s.mesh, mbad = readMesh(t, podAnn, ns, p)
+	bad = append(bad, applyProfile(&s, podAnn, ns, opts, p)...)
 	return s, append(bad, mbad...)
 }
 
@@ -88,9 +95,17 @@ func applyProfile(s *Settings, podAnn map[string]string, ns Namespace, opts Opti
 			use = &ProfileUse{Profile: pr, From: FromNamespace, SetsRouting: s.Sources[budget.Routing] == FromCluster}
 		}
 	}
-	if !onPod && !onNS && opts.DefaultProfile != "" {
+	switch {
+	case onPod || onNS:
+	case opts.DefaultProfile != "":
 		if pr, ok := budget.FindProfile(table, opts.DefaultProfile); ok {
 			use = &ProfileUse{Profile: pr, From: FromCluster, SetsRouting: s.Sources[budget.Routing] == FromCluster}
+		}
+	case s.mesh.ambient && s.Sources[budget.Routing] == FromCluster:
+		// Istio's ambient data plane: ztunnel withdraws the Pod, unless
+		// the Pod or namespace says how traffic reaches it.
+		if pr, ok := budget.FindProfile(table, budget.ProfileIstioAmbient); ok {
+			use = &ProfileUse{Profile: pr, From: s.mesh.ambientFrom, SetsRouting: true}
 		}
 	}
 	if use != nil {

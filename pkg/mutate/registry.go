@@ -45,6 +45,11 @@ const MaxLabelValueLength = 63
 // YAML, which can be longer than graceguard's own values.
 const MaxIstioProxyConfigLength = 16 << 10
 
+// MaxIstioStatusLength bounds sidecar.istio.io/status, which Istio writes
+// (a JSON list of what it injected) and graceguard only tests for
+// presence: the API's limit on all of an object's annotations together.
+const MaxIstioStatusLength = 256 << 10
+
 // LabelPodTemplateHash is the label a Deployment's ReplicaSet gives its
 // Pods.
 const LabelPodTemplateHash = "pod-template-hash"
@@ -91,6 +96,10 @@ var Keys = []Key{
 	{LabelIstioRev, PodLabel | NamespaceLabel, string(MeshIstio), MaxLabelValueLength},
 	{LabelIstioInjection, NamespaceLabel, string(MeshIstio), MaxLabelValueLength},
 	{AnnotationIstioProxyConfig, PodAnnotation, string(MeshIstio), MaxIstioProxyConfigLength},
+	// Istio's mark of an injected Pod: only its presence counts.
+	{annotationIstioStatus, PodAnnotation, string(MeshIstio), MaxIstioStatusLength},
+	// Ambient: the Pod's label over the namespace's (istio-ambient profile).
+	{LabelIstioDataplaneMode, PodLabel | NamespaceLabel, string(MeshIstio), MaxLabelValueLength},
 
 	// Linkerd: its injector copies a namespace's config annotations to the
 	// Pods that lack them, so graceguard reads them on both.
@@ -98,7 +107,8 @@ var Keys = []Key{
 	{AnnotationLinkerdWaitBeforeExit, PodAnnotation | NamespaceAnnotation, string(MeshLinkerd), MaxAnnotationValueLength},
 	{AnnotationLinkerdShutdownGrace, PodAnnotation | NamespaceAnnotation, string(MeshLinkerd), MaxAnnotationValueLength},
 	{AnnotationLinkerdNativeSidecar, PodAnnotation | NamespaceAnnotation, string(MeshLinkerd), MaxAnnotationValueLength},
-	{AnnotationLinkerdNativeSidecarBeta, PodAnnotation | NamespaceAnnotation, string(MeshLinkerd), MaxAnnotationValueLength},
+	// Linkerd does not copy the beta spelling from a namespace.
+	{AnnotationLinkerdNativeSidecarBeta, PodAnnotation, string(MeshLinkerd), MaxAnnotationValueLength},
 	{AnnotationLinkerdNativeSidecarAlpha, PodAnnotation | NamespaceAnnotation, string(MeshLinkerd), MaxAnnotationValueLength},
 }
 

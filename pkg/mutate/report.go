@@ -51,6 +51,11 @@ const (
 	WarnAutoWork            Reason = "max-work-auto"
 	WarnMeshProbes          Reason = "mesh-probes-not-added"
 	WarnOverCeiling         Reason = "over-platform-ceiling"
+	// WarnMeshSettingIgnored: a mesh setting the mesh itself ignores
+	// (mesh.go); WarnMeshProxyNamed: graceguard.io/containers names a mesh
+	// proxy, which is never treated as an app container.
+	WarnMeshSettingIgnored Reason = "mesh-setting-ignored"
+	WarnMeshProxyNamed     Reason = "mesh-proxy-named"
 )
 
 // Why an object is denied (or, in warn mode, would be).
@@ -80,7 +85,7 @@ var AllReasons = []Reason{
 	SkipNotOptedIn, SkipExcluded, SkipMirrorPod, SkipOptedOut, SkipNotApplicable,
 	ChangePreStop, ChangeGrace, ChangeReadiness, ChangeLiveness, ChangeBudget, ChangeTreated, ChangeProxyWait, ChangeMeshAnnotation,
 	WarnShellForm, WarnLivenessIsReadiness, WarnNoReadiness, WarnHookUnknownLength, WarnNoProbePort, WarnWouldChange, WarnAutoWork,
-	WarnMeshProbes, WarnOverCeiling,
+	WarnMeshProbes, WarnOverCeiling, WarnMeshSettingIgnored, WarnMeshProxyNamed,
 	DenyHookExceedsGrace, DenyBudgetExceedsGrace, DenyBudgetOverCap, DenyInvalidAnnotation, DenyInvalidNamespace, DenyNotMutated, DenyTooManyContainers, DenyTooLarge,
 	DenyProxyExitsEarly, DenyInvalidMeshSetting, DenyOverCeiling, DenyStopSignalKills,
 }

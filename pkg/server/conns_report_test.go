@@ -17,6 +17,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 
+	"github.com/graceguard/graceguard/internal/flood"
 	"github.com/graceguard/graceguard/pkg/config"
 	"github.com/graceguard/graceguard/pkg/webhook"
 )
@@ -242,17 +243,6 @@ func TestConnectionReport(t *testing.T) {
 	}
 }
 
-// connKindNames say what each flood sends.
-var connKindNames = map[floodKind]string{
-	floodTCP:         "TCP connections that send nothing",
-	floodHello:       "partial ClientHellos, crafted to be buffered the most",
-	floodHandshake:   "whole ClientHellos, the handshake never finished",
-	floodIdle:        "TLS connections idle after one review",
-	floodHeaders:     "first requests whose headers never end (short distinct lines, the costliest per byte)",
-	floodIdleHeaders: "one review, then a second request whose headers never end",
-	floodActive:      "one review, then a second review whose body never comes",
-}
-
 func writeConnReport(path string, ms []connMeasurement, worst connMeasurement) error {
 	d := config.Default()
 	var b strings.Builder
@@ -275,7 +265,7 @@ func writeConnReport(path string, ms []connMeasurement, worst connMeasurement) e
 			return fmt.Sprintf("%.1f KB", float64(n)/float64(u.Held)/1000)
 		}
 		fmt.Fprintf(&b, "| %s: %s | %d of %d | %s | %s | %s | %.0f MiB | %d of %d | %d (%d) | %.1f MiB | %.0f MiB | %.0f MiB |\n",
-			u.Kind, connKindNames[u.Kind], u.Held, u.Count, per(u.Heap), per(u.Stack), per(u.RSS), mib(u.HWM),
+			u.Kind, flood.Descriptions[u.Kind], u.Held, u.Count, per(u.Heap), per(u.Stack), per(u.RSS), mib(u.HWM),
 			c.Opened, c.Count, c.Held, c.Peak, mib(c.Heap), mib(c.HWM), mib(c.PeakAnon))
 	}
 	fmt.Fprintf(&b, "\nThe worst flood with the review budget in use: %d `%s` connections, capped, while %d clients sent 3 MiB "+

@@ -122,3 +122,36 @@ func TestNamespaceLookup(t *testing.T) {
 		})
 	}
 }
+
+// The cache's transform keeps of a Namespace only the keys graceguard
+// reads, each value bounded; another kind's metadata, and typed objects,
+// pass unchanged.
+func TestBoundNamespaceKeepsOnlyTheBoundedKeysOfNamespaces(t *testing.T) {
+	huge := strings.Repeat("x", 256<<10)
+	meta := func(kind string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{
+			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: kind},
+			ObjectMeta: metav1.ObjectMeta{Name: "shop",
+				Annotations: map[string]string{mutate.AnnotationMaxWork: huge, "unread": huge}},
+		}
+	}
+	got, err := BoundNamespace(meta("Namespace"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := got.(*metav1.PartialObjectMetadata)
+	if _, ok := ns.Annotations["unread"]; ok || len(ns.Annotations[mutate.AnnotationMaxWork]) > mutate.MaxAnnotationValueLength+64 {
+		t.Errorf("namespace kept %d annotations, %s of %d bytes: want only the keys graceguard reads, bounded",
+			len(ns.Annotations), mutate.AnnotationMaxWork, len(ns.Annotations[mutate.AnnotationMaxWork]))
+	}
+	got, err = BoundNamespace(meta("ConfigMap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other := got.(*metav1.PartialObjectMetadata); len(other.Annotations) != 2 {
+		t.Errorf("another kind's metadata kept %d annotations, want both", len(other.Annotations))
+	}
+	if got, _ := BoundNamespace(huge); got != huge {
+		t.Error("an object that is not metadata was changed")
+	}
+}

@@ -117,7 +117,7 @@ var _ = Describe("beside a mesh's sidecar injector, in either webhook order", fu
 		{name: "istio-classic", injector: meshtest.Injector{Mesh: meshtest.Istio}, nsLabels: map[string]string{mutate.LabelIstioInjection: "enabled"},
 			grace: 45, budget: "routing=5s work=30s cleanup=2s proxy=5s margin=3s grace=45s"},
 		{name: "istio-native", injector: meshtest.Injector{Mesh: meshtest.Istio, Native: true}, nsLabels: map[string]string{mutate.LabelIstioInjection: "enabled"},
-			proxyInit: true, grace: 40, budget: "routing=5s work=30s cleanup=2s margin=3s grace=40s"},
+			proxyInit: true, grace: 45, budget: "routing=5s work=30s cleanup=2s proxy=5s margin=3s grace=45s"},
 		{name: "linkerd-classic", injector: meshtest.Injector{Mesh: meshtest.Linkerd}, nsAnn: map[string]string{mutate.AnnotationLinkerdInject: "enabled"},
 			grace: 40, budget: "routing=5s work=30s cleanup=2s margin=3s grace=40s"},
 		{name: "linkerd-native", injector: meshtest.Injector{Mesh: meshtest.Linkerd, Native: true}, nsAnn: map[string]string{mutate.AnnotationLinkerdInject: "enabled"},
@@ -159,7 +159,8 @@ var _ = Describe("beside a mesh's sidecar injector, in either webhook order", fu
 				Expect(proxy.Lifecycle.PreStop.Exec.Command).To(Equal([]string{"/bin/sleep", "37"}), "Linkerd's own shape")
 				Expect(got.Annotations[mutate.AnnotationLinkerdWaitBeforeExit]).To(Equal("37"))
 			case "istio-native":
-				Expect(proxy.Lifecycle.PreStop.Exec.Command).To(ContainElement("drain"), "Istio's own drain hook, untouched")
+				Expect(proxy.Lifecycle.PreStop.Exec.Command).To(Equal([]string{"sh", "-c", "sleep 5 && exec pilot-agent request --debug-port=15020 POST drain"}),
+					"Istio's own drain request, after the 5s routing window")
 			case "linkerd-native":
 				Expect(proxy.Lifecycle).To(BeNil())
 			}
