@@ -325,12 +325,21 @@ func mounts() []mount {
 
 // mountsUnder lists mount points at or below dir, deepest (latest) first.
 func mountsUnder(dir string) []string {
+	// The kernel lists mount points by their resolved path: a run directory
+	// reached through a symlink (bin/ -> a shared cache) must match too.
+	dirs := []string{dir}
+	if real, err := filepath.EvalSymlinks(dir); err == nil && real != dir {
+		dirs = append(dirs, real)
+	}
 	var out []string
 	all := mounts()
 	for i := len(all) - 1; i >= 0; i-- {
 		p := all[i].point
-		if p == dir || strings.HasPrefix(p, dir+"/") {
-			out = append(out, p)
+		for _, d := range dirs {
+			if p == d || strings.HasPrefix(p, d+"/") {
+				out = append(out, p)
+				break
+			}
 		}
 	}
 	return out

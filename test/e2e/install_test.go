@@ -213,6 +213,11 @@ var _ = Describe("graceguard on a real node", Ordered, ContinueOnFailure, func()
 		requireInstalled()
 		tuneFromEvidence(ctx)
 	})
+
+	It("8. a hostile tenant cannot knock the fail-closed webhook over: ordinary creates keep being admitted", func(ctx SpecContext) {
+		requireInstalled()
+		hostileTenant(ctx)
+	}, NodeTimeout(15*time.Minute))
 })
 
 // certMountTimes reads, from each webhook replica's log, when its rotator

@@ -45,23 +45,30 @@ var webhookImage release.Image
 
 // Namespaces: opted-in ones carry graceguard.io/inject=enabled.
 const (
-	releaseNS  = "graceguard-system"
-	nsLab      = "gg-e2e-lab"
-	nsControl  = "gg-e2e-control"
-	nsRollA    = "gg-e2e-rollout-a"
-	nsRollB    = "gg-e2e-rollout-b"
-	nsHookA    = "gg-e2e-hook-a"
-	nsHookB    = "gg-e2e-hook-b"
-	nsChurn    = "gg-e2e-churn"
-	nsMesh     = "gg-e2e-mesh"
-	nsTune     = "gg-e2e-tune"
+	releaseNS = "graceguard-system"
+	nsLab     = "gg-e2e-lab"
+	nsControl = "gg-e2e-control"
+	nsRollA   = "gg-e2e-rollout-a"
+	nsRollB   = "gg-e2e-rollout-b"
+	nsHookA   = "gg-e2e-hook-a"
+	nsHookB   = "gg-e2e-hook-b"
+	nsChurn   = "gg-e2e-churn"
+	nsMesh    = "gg-e2e-mesh"
+	nsTune    = "gg-e2e-tune"
+	// Scenario 8: the hostile tenant's namespaces (one opted in, one not)
+	// and the namespace of the ordinary creates beside it.
+	nsHostile    = "gg-e2e-hostile"
+	nsHostileOut = "gg-e2e-hostile-out"
+	nsSteady     = "gg-e2e-steady"
+
 	optInLabel = "graceguard.io/inject"
 )
 
 var testNamespaces = []struct {
 	name    string
 	optedIn bool
-}{{nsLab, true}, {nsControl, false}, {nsRollA, true}, {nsRollB, false}, {nsHookA, true}, {nsHookB, false}, {nsChurn, true}, {nsMesh, true}, {nsTune, true}}
+}{{nsLab, true}, {nsControl, false}, {nsRollA, true}, {nsRollB, false}, {nsHookA, true}, {nsHookB, false}, {nsChurn, true}, {nsMesh, true}, {nsTune, true},
+	{nsHostile, true}, {nsHostileOut, false}, {nsSteady, true}}
 
 var (
 	cl       *testcluster.Cluster
@@ -121,6 +128,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	}{
 		{"./test/images/drainapp", drainappImage, "/drainapp", []string{"/bin/sleep"}, &ev.Env.DrainappDigest},
 		{"./test/images/tcpproxy", tcpproxyImage, "/tcpproxy", nil, &ev.Env.TcpproxyDigest},
+		{"./test/images/hostile", hostileImage, "/hostile", nil, &ev.Env.HostileDigest},
 	} {
 		archive := filepath.Join(repoRoot, "bin", "images", "e2e-"+filepath.Base(img.pkg)+".tar")
 		res, err := ocipack.BuildGoImage(ctx, archive, ocipack.GoImage{
@@ -133,6 +141,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	}
 	ev.Env.DrainappImage = drainappImage
 	ev.Env.TcpproxyImage = tcpproxyImage
+	ev.Env.HostileImage = hostileImage
 
 	By("importing the release image of the webhook")
 	info := os.Getenv("GG_E2E_IMAGE")

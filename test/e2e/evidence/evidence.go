@@ -89,6 +89,7 @@ type Run struct {
 	SelfRollout *SelfRollout `json:"selfRollout,omitempty"`
 	MeshProxy   *MeshProxy   `json:"meshProxy,omitempty"`
 	Tune        *Tune        `json:"tuneFromEvidence,omitempty"`
+	Hostile     *Hostile     `json:"hostileTenant,omitempty"`
 }
 
 // Env is what the run ran on.
@@ -108,6 +109,8 @@ type Env struct {
 	DrainappDigest string `json:"drainappDigest"`
 	TcpproxyImage  string `json:"tcpproxyImage,omitempty"`
 	TcpproxyDigest string `json:"tcpproxyDigest,omitempty"`
+	HostileImage   string `json:"hostileImage,omitempty"`
+	HostileDigest  string `json:"hostileDigest,omitempty"`
 	ClusterOwned   bool   `json:"clusterStartedBySuite"`
 }
 
@@ -398,6 +401,188 @@ type MeshArm struct {
 	PodGone          At `json:"podGone"`
 }
 
+// Hostile is scenario 8: a tenant whose ServiceAccount has RBAC only in its
+// own two namespaces attacks graceguard from a Pod (test/images/hostile),
+// through the API server and straight at the webhook replicas' Pod IPs,
+// while the test process creates ordinary Pods in another opted-in
+// namespace.
+type Hostile struct {
+	// Tenant is the attacker's ServiceAccount as a user name; Namespace its
+	// opted-in namespace, Outside its namespace that did not opt in.
+	Tenant    string `json:"tenant"`
+	Namespace string `json:"namespace"`
+	Outside   string `json:"outsideNamespace"`
+	// Access is what the tenant may and may not do, as the API server
+	// answered SubjectAccessReviews for it.
+	Access []string `json:"access"`
+	// Attack is the attacker's own account of what it sent (its last log
+	// line).
+	Attack *Attack `json:"attack"`
+	// NamespaceUpdates counts the namespace admin's updates of the
+	// tenant's opted-in namespace during the attack, each giving the next
+	// of NamespaceKeys a value of NamespaceValueBytes.
+	NamespaceUpdates    int      `json:"namespaceAnnotationUpdates"`
+	NamespaceKeys       []string `json:"namespaceAnnotationKeys"`
+	NamespaceValueBytes int      `json:"namespaceAnnotationValueBytes"`
+	// Steady are the ordinary creates in another opted-in namespace during
+	// the attack; After the same, one at a time, once the attacker is done.
+	Steady *Steady `json:"steady"`
+	After  *Steady `json:"after"`
+	// Replicas are graceguard's webhook replicas and its observer.
+	Replicas []*Replica `json:"replicas"`
+	// Decisions are graceguard_admission_decisions_total over the attack,
+	// summed over the webhook replicas.
+	Decisions []Decision `json:"webhookDecisions"`
+	// APIServer are the API server's admission counters over the attack,
+	// per graceguard webhook.
+	APIServer []WebhookMetrics `json:"apiserverMetricDeltas"`
+	// ObserverSkipped is graceguard_observer_skipped_total over the attack,
+	// by reason; OutsideReports the ShutdownReports in Outside afterwards.
+	ObserverSkipped map[string]float64 `json:"observerSkipped"`
+	OutsideReports  int                `json:"outsideReports"`
+	// Events are the Warning events of graceguard's Pods and the node
+	// (SystemOOM) during the attack, counted by reason and object.
+	Events []string `json:"warningEvents"`
+	// Endpoints are the webhook Service's ready endpoints through the
+	// attack, as the API server's EndpointSlices said ("at: n ready"), and
+	// NoEndpoint the seconds none was ready (every review then fails).
+	Endpoints  []string `json:"endpointChanges,omitempty"`
+	NoEndpoint Secs     `json:"noReadyEndpointSeconds"`
+	// AttackerCPU is the CPU time the attacker's container used.
+	AttackerCPU Secs `json:"attackerCPUSeconds"`
+	// LoadBefore and LoadAfter are /proc/loadavg before and after.
+	LoadBefore string `json:"loadBefore"`
+	LoadAfter  string `json:"loadAfter"`
+	Checks     Checks `json:"checks"`
+}
+
+// Attack is what the attacker sent, per class, as it counted it.
+type Attack struct {
+	Duration Secs `json:"durationSeconds"`
+	// Connections is how many the floods try to hold open at once, ConnRate
+	// how many they open a second at most, over every kind and replica.
+	Connections int `json:"connectionsTarget"`
+	ConnRate    int `json:"connectionRate"`
+	// NoFile is RLIMIT_NOFILE in the attacker's container, before and
+	// after it raised its soft limit.
+	NoFile  string         `json:"noFile"`
+	Classes []*AttackClass `json:"classes"`
+	Floods  []*Flood       `json:"floods"`
+	Errors  []string       `json:"errors,omitempty"`
+}
+
+// AttackClass is one class of requests through the API server.
+type AttackClass struct {
+	Name string `json:"name"`
+	// Shapes are the request bodies it cycles through, "name (size)".
+	Shapes  []string `json:"shapes"`
+	Streams int      `json:"streams"`
+	Sent    int      `json:"sent"`
+	Bytes   int64    `json:"bytesSent"`
+	Largest int      `json:"largestBody"`
+	// Outcomes count the API server's answers by kind; Samples hold one
+	// answer of each kind, clipped.
+	Outcomes map[string]int    `json:"outcomes"`
+	Samples  map[string]string `json:"samples,omitempty"`
+	// First and Last are the first and last request's start, seconds after
+	// the attack started, Ended when the last answer came; P50 and Max the
+	// requests' durations.
+	First Secs `json:"first"`
+	Last  Secs `json:"last"`
+	Ended Secs `json:"ended"`
+	P50   Secs `json:"p50Seconds"`
+	Max   Secs `json:"maxSeconds"`
+}
+
+// Flood is one kind of connection against one webhook replica.
+type Flood struct {
+	Kind   string `json:"kind"`
+	Target string `json:"target"`
+	// Opened connections (TCP connected, and for the TLS kinds the
+	// handshake and first request done), Failed attempts, Closed: the
+	// opened ones the server closed while the attacker held them.
+	Opened int `json:"opened"`
+	Failed int `json:"failed"`
+	Closed int `json:"closedByServer"`
+	// HeldPeak is the most the attacker held open at once.
+	HeldPeak int `json:"heldPeak"`
+	// FailSample is one failed attempt's error.
+	FailSample string `json:"failSample,omitempty"`
+}
+
+// Steady are ordinary Pod creates in an opted-in namespace during the
+// attack, at a steady rate, open loop.
+type Steady struct {
+	Namespace string  `json:"namespace"`
+	Rate      float64 `json:"createsPerSecond"`
+	// Seconds is how long the creates ran.
+	Seconds   Secs     `json:"seconds"`
+	Sent      int      `json:"sent"`
+	Created   int      `json:"created"`
+	Failed    int      `json:"failed"`
+	Unmutated int      `json:"unmutated"`
+	P50       Secs     `json:"p50Seconds"`
+	P99       Secs     `json:"p99Seconds"`
+	Max       Secs     `json:"maxSeconds"`
+	Errors    []string `json:"errorSamples,omitempty"`
+	// Causes counts the failed and unmutated creates by cause.
+	Causes map[string]int `json:"causes,omitempty"`
+	// HookSent are Pods among them whose preStop hook outlasts their grace:
+	// graceguard must refuse each (HookRefused); HookWrong are the answers
+	// that were not that refusal.
+	HookSent    int      `json:"hookLongerThanGraceSent"`
+	HookRefused int      `json:"hookLongerThanGraceRefused"`
+	HookWrong   []string `json:"hookLongerThanGraceWrong,omitempty"`
+}
+
+// Replica is one of graceguard's Pods during the attack.
+type Replica struct {
+	Pod  string `json:"pod"`
+	Role string `json:"role"` // webhook, observer
+	// Limit is the container's memory limit; CgroupPeak its cgroup's
+	// memory.max_usage_in_bytes, reset when the attack started;
+	// CgroupFailcnt how often usage hit the limit (memory.failcnt, from
+	// the same reset); OOMKills the cgroup's oom_kill count.
+	Limit         int64 `json:"memoryLimitBytes"`
+	CgroupPeak    int64 `json:"cgroupPeakBytes"`
+	CgroupFailcnt int64 `json:"cgroupFailcnt"`
+	OOMKills      int64 `json:"cgroupOOMKills"`
+	// RSSPeak and HeapPeak are the highest process_resident_memory_bytes
+	// and go_memstats_heap_inuse_bytes of its /metrics, scraped every
+	// second (Scrapes of them answered).
+	RSSPeak  int64 `json:"rssPeakBytes"`
+	HeapPeak int64 `json:"heapInusePeakBytes"`
+	Scrapes  int   `json:"scrapes"`
+	// CPU is the CPU time its container used over the attack
+	// (cpuacct.usage), -1 when not measured.
+	CPU Secs `json:"cpuSeconds"`
+	// Restarts and LastState are its container's after the attack.
+	Restarts  int32  `json:"restarts"`
+	LastState string `json:"lastState"`
+	// Readyz counts the /readyz answers of a second-by-second check from
+	// the node (as the kubelet's probe, timeout 1 s) that failed, of
+	// ReadyzChecks; ReadyzSamples are their distinct answers.
+	ReadyzChecks  int      `json:"readyzChecks,omitempty"`
+	ReadyzFailed  int      `json:"readyzFailed,omitempty"`
+	ReadyzSamples []string `json:"readyzSamples,omitempty"`
+	// Webhook replicas: the most connections open at once (scraped),
+	// evictions by state, refusals and aborted handshakes over the attack.
+	ConnsPeak         float64            `json:"connectionsPeak,omitempty"`
+	Evicted           map[string]float64 `json:"evicted,omitempty"`
+	Refused           float64            `json:"refused,omitempty"`
+	HandshakesAborted float64            `json:"handshakesAborted,omitempty"`
+	// Observer: the most Pods in its cache (graceguard_observer_pods).
+	CachedPodsPeak float64 `json:"cachedPodsPeak,omitempty"`
+}
+
+// Decision is one series of graceguard_admission_decisions_total.
+type Decision struct {
+	Webhook  string  `json:"webhook"`
+	Decision string  `json:"decision"`
+	Reason   string  `json:"reason"`
+	Count    float64 `json:"count"`
+}
+
 // Read loads a Run.
 func Read(path string) (*Run, error) {
 	b, err := os.ReadFile(path)
@@ -434,6 +619,7 @@ func (r *Run) scenarios() []scenario {
 	add("self", "5. graceguard's own rollout", r.SelfRollout != nil, checksOfS(r.SelfRollout))
 	add("mesh", "6. A naive proxy sidecar in front of the app", r.MeshProxy != nil, checksOfM(r.MeshProxy))
 	add("tune", "7. Budgets from evidence: observe, recommend, apply", r.Tune != nil, checksOfT(r.Tune))
+	add("hostile", "8. A hostile tenant against the fail-closed webhook", r.Hostile != nil, checksOfX(r.Hostile))
 	return out
 }
 
@@ -480,6 +666,12 @@ func checksOfT(t *Tune) Checks {
 		return nil
 	}
 	return t.Checks
+}
+func checksOfX(h *Hostile) Checks {
+	if h == nil {
+		return nil
+	}
+	return h.Checks
 }
 func checksOfS(s *SelfRollout) Checks {
 	if s == nil {
