@@ -59,8 +59,8 @@ type Config struct {
 	Limits webhook.Limits
 	// MaxConnections bounds the webhook server's open connections, and
 	// MaxPendingConnections (fewer) those that have not sent a whole
-	// request yet: at a cap, a new connection takes the place of the oldest pending
-	// or longest idle one.
+	// request yet: at a cap, a new connection takes the place of a pending or
+	// idle one of the peer holding the most connections.
 	MaxConnections        int
 	MaxPendingConnections int
 	// EnableHTTP2 serves the webhooks over HTTP/2 too. Off by default, as
@@ -194,10 +194,10 @@ func (c *Config) Flags() Flags {
 				return nil
 			}},
 		flag{name: "max-connections", value: intValue(&c.MaxConnections),
-			usage: "webhook connections open at once; a new one beyond closes the longest idle one, else the oldest pending one, or is refused when all are in a request",
+			usage: "webhook connections open at once; a new one beyond closes an idle, else a pending, one of the peer holding the most, or is refused when all are in a request",
 			check: inRange(&c.MaxConnections, minConnections, maxConnections, "")},
 		flag{name: "max-pending-connections", value: intValue(&c.MaxPendingConnections),
-			usage: "webhook connections that have not sent a whole request yet (in the TLS handshake or sending their first request's headers); a new one beyond closes the oldest; fewer than --max-connections",
+			usage: "webhook connections that have not sent a whole request yet (in the TLS handshake or sending their first request's headers); a new one beyond closes the oldest of the peer holding the most; fewer than --max-connections",
 			check: func() error {
 				if inRange(&c.MaxConnections, minConnections, maxConnections, "")() != nil {
 					// --max-connections says what is wrong with it.
