@@ -433,7 +433,8 @@ func hostileSection(b *strings.Builder, h *Hostile) {
 
 	if h.Steady != nil || h.After != nil {
 		b.WriteString("Ordinary creates in `" + steadyNS(h.Steady) + "` during the attack (open loop) and after it (one at a time). A scheduling gate\n" +
-			"keeps them from running. Every tenth is a Pod whose preStop hook outlasts its grace: graceguard's normal answer to it is a refusal.\n\n" +
+			"keeps them from running. Every tenth is a Pod whose preStop hook outlasts its grace: graceguard's normal answer to it is a refusal.\n" +
+			"All must be answered as usual (asserted); the latency is measured, not asserted (the goal is a p99 under 2 s).\n\n" +
 			"| when | rate | ordinary sent | admitted and mutated | failed | admitted unmutated | latency p50 / p99 / max | hook longer than grace: refused |\n|---|---|---|---|---|---|---|---|\n")
 		for _, row := range []struct {
 			when string
