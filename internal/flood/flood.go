@@ -182,7 +182,7 @@ func opener(kind Kind) (func(addr string) (net.Conn, error), error) {
 	review := func(c *tls.Conn) error {
 		body := []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"f","kind":{"group":"","version":"v1","kind":"Pod"},"resource":{"group":"","version":"v1","resource":"pods"},"namespace":"flood","operation":"CREATE","userInfo":{"username":"flood"},"object":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"f","namespace":"flood"},"spec":{"containers":[{"name":"a","image":"a"}]}}}}`)
 		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", webhook.PathValidatePod, len(body), body)
-		status, err := readResponse(bufio.NewReader(c))
+		status, err := ReadResponse(bufio.NewReader(c))
 		if err != nil {
 			return err
 		}
@@ -234,9 +234,9 @@ func opener(kind Kind) (func(addr string) (net.Conn, error), error) {
 	case Active:
 		return withReview(fmt.Appendf(nil, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", webhook.PathValidatePod)), nil
 	case IdleHeaders:
-		return withReview(unfinishedHeaders(HeaderBytes + 4096)), nil
+		return withReview(UnfinishedHeaders(HeaderBytes + 4096)), nil
 	case Headers:
-		headers := unfinishedHeaders(HeaderBytes + 4096)
+		headers := UnfinishedHeaders(HeaderBytes + 4096)
 		return func(addr string) (net.Conn, error) {
 			c, err := dialTLS(addr)
 			if err != nil {
@@ -252,9 +252,9 @@ func opener(kind Kind) (func(addr string) (net.Conn, error), error) {
 	return nil, fmt.Errorf("no flood kind %q", kind)
 }
 
-// readResponse reads one HTTP/1.1 response with a Content-Length and
+// ReadResponse reads one HTTP/1.1 response with a Content-Length and
 // returns its status.
-func readResponse(br *bufio.Reader) (int, error) {
+func ReadResponse(br *bufio.Reader) (int, error) {
 	status, length := 0, -1
 	for i := 0; ; i++ {
 		line, err := br.ReadString('\n')
@@ -326,9 +326,9 @@ func clientHello() ([]byte, error) {
 	return append(hdr, body...), nil
 }
 
-// unfinishedHeaders is a request whose headers fill limit-1 bytes with the
+// UnfinishedHeaders is a request whose headers fill limit-1 bytes with the
 // shortest distinct header lines, and never end.
-func unfinishedHeaders(limit int) []byte {
+func UnfinishedHeaders(limit int) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "POST %s HTTP/1.1\r\nHost: x\r\n", webhook.PathValidatePod)
 	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"

@@ -2,18 +2,16 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/tls"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/graceguard/graceguard/internal/flood"
 	"github.com/graceguard/graceguard/test/e2e/evidence"
 )
 
@@ -199,7 +197,7 @@ func opener(kind, addr, ns string) (func() (net.Conn, error), error) {
 	case floodTCP:
 		return dial, nil
 	case floodHello:
-		hello := craftedPartialHello(serverHandshakeBytes)
+		hello := flood.CraftedPartialHello(serverHandshakeBytes)
 		return func() (net.Conn, error) {
 			c, err := dial()
 			if err != nil {
@@ -215,7 +213,7 @@ func opener(kind, addr, ns string) (func() (net.Conn, error), error) {
 			}
 			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 			fmt.Fprintf(c, "POST /validate-v1-pod HTTP/1.1\r\nHost: graceguard\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-			code, err := readResponse(bufio.NewReader(c))
+			code, err := flood.ReadResponse(bufio.NewReader(c))
 			if err == nil && code != 200 {
 				err = fmt.Errorf("review answered HTTP %d", code)
 			}
@@ -227,7 +225,7 @@ func opener(kind, addr, ns string) (func() (net.Conn, error), error) {
 			return c.NetConn(), nil
 		}, nil
 	case floodHeaders:
-		headers := unfinishedHeaders(serverHeaderBytes + 4096)
+		headers := flood.UnfinishedHeaders(serverHeaderBytes + 4096)
 		return func() (net.Conn, error) {
 			c, err := dialTLS()
 			if err != nil {
@@ -240,79 +238,6 @@ func opener(kind, addr, ns string) (func() (net.Conn, error), error) {
 		}, nil
 	}
 	return nil, fmt.Errorf("no flood kind %q", kind)
-}
-
-// readResponse reads one HTTP/1.1 response with a Content-Length and
-// returns its status.
-func readResponse(br *bufio.Reader) (int, error) {
-	status, length := 0, -1
-	for i := 0; ; i++ {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			return 0, err
-		}
-		line = strings.TrimRight(line, "\r\n")
-		if i == 0 {
-			f := strings.Fields(line)
-			if len(f) < 2 {
-				return 0, fmt.Errorf("status line %q", line)
-			}
-			_, err := fmt.Sscan(f[1], &status)
-			if err != nil {
-				return 0, err
-			}
-			continue
-		}
-		if line == "" {
-			break
-		}
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.EqualFold(k, "Content-Length") {
-			if _, err := fmt.Sscan(strings.TrimSpace(v), &length); err != nil {
-				return 0, err
-			}
-		}
-	}
-	if length < 0 {
-		return 0, fmt.Errorf("response without Content-Length")
-	}
-	_, err := io.CopyN(io.Discard, br, int64(length))
-	return status, err
-}
-
-// craftedPartialHello is the worst partial ClientHello for a server that
-// reads at most limit bytes of a handshake: a complete first record whose
-// payload starts a 64 KiB ClientHello, then a second record's header
-// announcing the largest record and a few bytes, limit-1 bytes in all.
-func craftedPartialHello(limit int) []byte {
-	const recordHeader, maxRecord = 5, 16384 + 2048
-	first := min(limit-2*recordHeader-16, 16384)
-	var b bytes.Buffer
-	b.Write([]byte{0x16, 0x03, 0x01})
-	_ = binary.Write(&b, binary.BigEndian, uint16(first))
-	b.Write([]byte{0x01, 0x00, 0xff, 0xfc}) // ClientHello of 65,532 bytes
-	b.Write(bytes.Repeat([]byte{0x03}, first-4))
-	b.Write([]byte{0x16, 0x03, 0x01})
-	_ = binary.Write(&b, binary.BigEndian, uint16(maxRecord))
-	for b.Len() < limit-1 {
-		b.WriteByte(0x03)
-	}
-	return b.Bytes()
-}
-
-// unfinishedHeaders is a request whose headers fill limit-1 bytes with the
-// shortest distinct header lines, and never end.
-func unfinishedHeaders(limit int) []byte {
-	var b bytes.Buffer
-	b.WriteString("POST /validate-v1-pod HTTP/1.1\r\nHost: graceguard\r\n")
-	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-	for i := 0; ; i++ {
-		line := fmt.Sprintf("%c%c%c:\r\n", alphabet[i/len(alphabet)/len(alphabet)%len(alphabet)], alphabet[i/len(alphabet)%len(alphabet)], alphabet[i%len(alphabet)])
-		if b.Len()+len(line) >= limit {
-			break
-		}
-		b.WriteString(line)
-	}
-	return b.Bytes()
 }
 
 // raiseFileLimit raises the soft limit on open files to the hard limit (an

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/graceguard/graceguard/internal/flood"
 )
 
 // The dense bodies reach admission whole: valid JSON just under the API
@@ -202,7 +204,7 @@ func TestTLSFloodsSendAReviewOrEndlessHeaders(t *testing.T) {
 		t.Errorf("unfinished headers reached the handler: %q", r)
 	default:
 	}
-	if n := len(unfinishedHeaders(serverHeaderBytes + 4096)); n >= serverHeaderBytes+4096 || n < serverHeaderBytes+4096-8 {
-		t.Errorf("unfinished headers of %d bytes", len(unfinishedHeaders(serverHeaderBytes+4096)))
+	if n := len(flood.UnfinishedHeaders(serverHeaderBytes + 4096)); n >= serverHeaderBytes+4096 || n < serverHeaderBytes+4096-8 {
+		t.Errorf("unfinished headers of %d bytes", len(flood.UnfinishedHeaders(serverHeaderBytes+4096)))
 	}
 }
