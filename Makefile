@@ -48,11 +48,11 @@ golden: ## Regenerate golden files and generated docs after an intended change (
 	UPDATE_GOLDEN=1 $(GO) test ./pkg/mutate/ ./pkg/cli/ ./pkg/manifest/ ./internal/chart/
 
 .PHONY: generate
-generate: ## Regenerate the API's deep-copy code and CRD (charts/graceguard/crds/) from pkg/api with controller-gen (pinned).
+generate: ## Regenerate what derives from Go: deep-copy code and CRD (controller-gen, pinned), the chart's profile table and proof whitelist (_generated.tpl), the tables of README and docs/.
 	hack/generate.sh
 
 .PHONY: generate-check
-generate-check: ## Fail if the deep-copy code or the CRD is stale.
+generate-check: ## Fail if anything make generate writes is stale.
 	hack/generate.sh --check
 
 .PHONY: manifests

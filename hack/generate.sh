@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# generate.sh — regenerate the API's deep-copy functions
-# (pkg/api/v1alpha1/zz_generated.deepcopy.go) and its CustomResourceDefinition
-# (charts/graceguard/crds/) from the Go types, with controller-gen (pinned,
-# from the Go module proxy).
+# generate.sh — regenerate what is derived from Go: the API's deep-copy
+# functions (pkg/api/v1alpha1/zz_generated.deepcopy.go) and its
+# CustomResourceDefinition (charts/graceguard/crds/) from the Go types, with
+# controller-gen (pinned, from the Go module proxy); and, with hack/generate,
+# the chart's logic that restates the webhook's tables
+# (charts/graceguard/templates/_generated.tpl) and the generated tables of
+# README.md and docs/.
 #
 # Usage:
 #   hack/generate.sh          rewrite the generated files
@@ -23,10 +26,11 @@ generate() { # $1: output root (a copy of the repo's generated paths)
 }
 
 if [[ "${1:-}" == "--check" ]]; then
+  stale=0
+  "$GO" run ./hack/generate -check || stale=1
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
   generate "$tmp"
-  stale=0
   for f in pkg/api/v1alpha1/zz_generated.deepcopy.go charts/graceguard/crds/graceguard.io_shutdownreports.yaml; do
     if ! diff -u "$f" "$tmp/$f"; then
       echo "$f is stale: run make generate" >&2
@@ -37,3 +41,4 @@ if [[ "${1:-}" == "--check" ]]; then
 fi
 
 generate .
+"$GO" run ./hack/generate

@@ -592,6 +592,46 @@ func (p *picker) annotations(keys ...string) map[string]string {
 	return ann
 }
 
+// fuzzAnnotations are the values genPod gives each annotation besides the
+// budget terms (p.duration): valid, invalid and oversized ones.
+// TestTheProofFuzzSetsEveryAnnotation holds it to mutate.Keys.
+var fuzzAnnotations = []struct {
+	k  string
+	vs []string
+}{
+	{mutate.AnnotationRoutingProfile, []string{"", "", "", "", "ingress-nginx", "gke-neg", "bogus"}},
+	{mutate.AnnotationMaxWorkFloor, []string{"", "", "", "", "", "10s", "x", "3m", "1h"}},
+	{mutate.AnnotationMaxWorkCeiling, []string{"", "", "", "", "", "", "10s", "5m", "x"}},
+	{"linkerd.io/inject", []string{"", "", "", "", "", "enabled", "disabled"}},
+	{"config.alpha.linkerd.io/proxy-wait-before-exit-seconds", []string{"", "", "", "", "", "", "20", "60"}},
+	{mutate.AnnotationInject, []string{"", "", "", "false", "true", "no"}},
+	{mutate.AnnotationPreStop, []string{"", "", "sleep", "exec", "none", "wait"}},
+	{mutate.AnnotationContainers, []string{"", "", "", "c0", "ghost"}},
+	{mutate.AnnotationLivenessPath, []string{"", "", "", "/healthz", "healthz", "/" + huge}},
+	{mutate.AnnotationReadinessPath, []string{"", "", "/readyz", "readyz", "/a b", "/" + strings.Repeat("r", 255), "/" + strings.Repeat("r", 256), "/" + huge}},
+	{mutate.AnnotationProbePort, []string{"", "", "8080", "http", "0", "99999", "--x", "065535", "65535", "a-b-c-d-e-f-g-h", huge}},
+	{mutate.AnnotationBudget, []string{"", "", "", "routing=5s work=20s cleanup=2s margin=3s grace=30s", "routing=1m work=1h cleanup=0s margin=0s grace=9999s", "routing=x grace=1s",
+		"routing=5s work=20s cleanup=2s margin=3s grace=30s " + huge, "routing=9999h work=0s cleanup=0s margin=0s grace=999999999s"}},
+	{"kubernetes.io/config.mirror", []string{"", "", "", "", "", "", "", "abc"}},
+}
+
+// Every graceguard annotation a Pod sets gets values from the fuzzer: a
+// key added to mutate.Keys without them fails here.
+func TestTheProofFuzzSetsEveryAnnotation(t *testing.T) {
+	set := map[string]bool{}
+	for _, t := range budget.Terms {
+		set[mutate.KeyFor(t)] = true
+	}
+	for _, kv := range fuzzAnnotations {
+		set[kv.k] = true
+	}
+	for _, k := range mutate.Keys {
+		if k.Where&mutate.PodAnnotation != 0 && strings.HasPrefix(k.Name, "graceguard.io/") && !set[k.Name] {
+			t.Errorf("genPod never sets %s: add its values to fuzzAnnotations", k.Name)
+		}
+	}
+}
+
 // genPod builds a Pod from fuzz bytes: containers with every kind of hook,
 // stop signals, a native sidecar, probes with their own grace, every
 // graceguard annotation with valid and invalid values, and now and then a
@@ -599,24 +639,7 @@ func (p *picker) annotations(keys ...string) map[string]string {
 func (p *picker) pod() *corev1.Pod {
 	ann := p.annotations(mutate.AnnotationRoutingDelay, mutate.AnnotationMaxWork, mutate.AnnotationCleanup, mutate.AnnotationSafetyMargin)
 	// In a fixed order (not a map's), so the same bytes make the same choices.
-	for _, kv := range []struct {
-		k  string
-		vs []string
-	}{
-		{mutate.AnnotationRoutingProfile, []string{"", "", "", "", "ingress-nginx", "gke-neg", "bogus"}},
-		{mutate.AnnotationMaxWorkFloor, []string{"", "", "", "", "", "10s", "x", "3m", "1h"}},
-		{mutate.AnnotationMaxWorkCeiling, []string{"", "", "", "", "", "", "10s", "5m", "x"}},
-		{"linkerd.io/inject", []string{"", "", "", "", "", "enabled", "disabled"}},
-		{"config.alpha.linkerd.io/proxy-wait-before-exit-seconds", []string{"", "", "", "", "", "", "20", "60"}},
-		{mutate.AnnotationInject, []string{"", "", "", "false", "true", "no"}},
-		{mutate.AnnotationPreStop, []string{"", "", "sleep", "exec", "none", "wait"}},
-		{mutate.AnnotationContainers, []string{"", "", "", "c0", "ghost"}},
-		{mutate.AnnotationReadinessPath, []string{"", "", "/readyz", "readyz", "/a b", "/" + strings.Repeat("r", 255), "/" + strings.Repeat("r", 256), "/" + huge}},
-		{mutate.AnnotationProbePort, []string{"", "", "8080", "http", "0", "99999", "--x", "065535", "65535", "a-b-c-d-e-f-g-h", huge}},
-		{mutate.AnnotationBudget, []string{"", "", "", "routing=5s work=20s cleanup=2s margin=3s grace=30s", "routing=1m work=1h cleanup=0s margin=0s grace=9999s", "routing=x grace=1s",
-			"routing=5s work=20s cleanup=2s margin=3s grace=30s " + huge, "routing=9999h work=0s cleanup=0s margin=0s grace=999999999s"}},
-		{"kubernetes.io/config.mirror", []string{"", "", "", "", "", "", "", "abc"}},
-	} {
+	for _, kv := range fuzzAnnotations {
 		if v := p.of(kv.vs...); v != "" {
 			ann[kv.k] = v
 		}

@@ -1,6 +1,9 @@
 package mutate
 
-import "slices"
+import (
+	"slices"
+	"strconv"
+)
 
 // Where says on which objects, and in which of their maps, graceguard reads
 // a key.
@@ -34,6 +37,33 @@ type Key struct {
 	// of it. Labels are bounded by their API limit (63), whose values
 	// graceguard only compares.
 	MaxLength int
+	// Doc is what the docs say of a key users set (nil for the others):
+	// make generate writes the annotation tables of README.md and
+	// docs/annotations.md from it.
+	Doc *KeyDoc
+	// Proof is the CEL predicate under which the API server's one-call
+	// proof accepts a Pod carrying this annotation with value v (b is the
+	// Pod's budget record, . the chart's root), as Helm template text; ""
+	// leaves such Pods to the validating webhook. make generate writes the
+	// proof's whitelist from it (charts/graceguard/templates/_generated.tpl);
+	// internal/chart's proof tests hold it to Validate.
+	Proof string
+}
+
+// KeyDoc is the documentation of one key.
+type KeyDoc struct {
+	// Meaning is the docs/annotations.md sentence: what the value means
+	// and which values are accepted. "{profiles}" stands for the built-in
+	// routing profiles' names.
+	Meaning string
+	// Summary is the README's shorter sentence; "" leaves the key out of
+	// the README's table.
+	Summary string
+	// Default is what applies when the key is unset; for a budget term
+	// make generate writes the default of mutate.DefaultOptions instead.
+	Default string
+	// Flag is the webhook flag that sets the cluster's default, if any.
+	Flag string
 }
 
 // MaxLabelValueLength is the API's limit on a label value (validated after
@@ -62,55 +92,136 @@ const (
 // Keys lists every label and annotation key graceguard reads.
 var Keys = []Key{
 	// graceguard's namespace labels.
-	{LabelInject, NamespaceLabel, ownerGraceguard, MaxLabelValueLength},
-	{LabelMode, NamespaceLabel, ownerGraceguard, MaxLabelValueLength},
+	{Name: LabelInject, Where: NamespaceLabel, Owner: ownerGraceguard, MaxLength: MaxLabelValueLength},
+	{Name: LabelMode, Where: NamespaceLabel, Owner: ownerGraceguard, MaxLength: MaxLabelValueLength},
 	// The observer's label, which graceguard adds only where it is absent.
-	{LabelTreated, PodLabel, ownerGraceguard, MaxLabelValueLength},
+	{Name: LabelTreated, Where: PodLabel, Owner: ownerGraceguard, MaxLength: MaxLabelValueLength},
 
-	// graceguard's annotations: the budget terms and the other settings a
-	// Namespace may default (NamespaceDefaultKeys), then the per-Pod ones.
-	{AnnotationRoutingDelay, PodAnnotation | NamespaceAnnotation, ownerGraceguard, MaxAnnotationValueLength},
-	{AnnotationMaxWork, PodAnnotation | NamespaceAnnotation, ownerGraceguard, MaxAnnotationValueLength},
-	{AnnotationCleanup, PodAnnotation | NamespaceAnnotation, ownerGraceguard, MaxAnnotationValueLength},
-	{AnnotationSafetyMargin, PodAnnotation | NamespaceAnnotation, ownerGraceguard, MaxAnnotationValueLength},
-	{AnnotationPreStop, PodAnnotation | NamespaceAnnotation, ownerGraceguard, MaxAnnotationValueLength},
-	{AnnotationReadinessPath, PodAnnotation | NamespaceAnnotation, ownerGraceguard, MaxAnnotationValueLength},
-	{AnnotationLivenessPath, PodAnnotation | NamespaceAnnotation, ownerGraceguard, MaxAnnotationValueLength},
-	{AnnotationProbePort, PodAnnotation | NamespaceAnnotation, ownerGraceguard, MaxAnnotationValueLength},
-	{AnnotationRoutingProfile, PodAnnotation | NamespaceAnnotation, ownerGraceguard, MaxAnnotationValueLength},
-	{AnnotationMaxWorkFloor, PodAnnotation | NamespaceAnnotation, ownerGraceguard, MaxAnnotationValueLength},
-	{AnnotationMaxWorkCeiling, PodAnnotation | NamespaceAnnotation, ownerGraceguard, MaxAnnotationValueLength},
-	{AnnotationContainers, PodAnnotation, ownerGraceguard, MaxAnnotationValueLength},
-	{AnnotationInject, PodAnnotation, ownerGraceguard, MaxAnnotationValueLength},
+	// graceguard's annotations, in the order the docs list them. Those read
+	// on Namespaces too are the defaults a Namespace may set
+	// (NamespaceDefaultKeys).
+	{Name: AnnotationRoutingDelay, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
+		Doc: &KeyDoc{
+			Meaning: "time for routing withdrawal (EndpointSlices, proxies, ingress, load balancers) to converge; becomes the preStop sleep, rounded up to whole seconds",
+			Summary: "time for routing withdrawal to converge; becomes the preStop sleep",
+		},
+		Proof: celDurationOK + " && " + celDuration + " <= duration(" + celTerm("routing") + ")"},
+	{Name: AnnotationRoutingProfile, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
+		Doc: &KeyDoc{
+			Meaning: "a routing profile: the routing delay (and grace floor) of what sits in front of the Pod, from a table with sources ([routing-profiles.md](routing-profiles.md)): {profiles}, or one the operators added. An explicit `routing-delay` wins; the floor stays. Any other name is denied with the list",
+			Summary: "what sits in front of the Pod: {profiles} or an operator's; supplies the routing delay and any grace floor ([docs/routing-profiles.md](docs/routing-profiles.md))",
+			Default: "none", Flag: "--default-routing-profile",
+		}},
+	{Name: AnnotationMaxWork, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
+		Doc: &KeyDoc{
+			Meaning: "longest admitted work that must finish after SIGTERM (request timeout, stream, job step); or `auto`: taken from the workload's observed shutdowns at each Pod's creation (see [max-work: auto](#max-work-auto))",
+			Summary: "longest admitted work that must finish after SIGTERM; `auto`: from the workload's observed shutdowns (bounded by `graceguard.io/max-work-floor`, `-ceiling`)",
+		},
+		Proof: "v == '" + MaxWorkAuto + "' || (" + celDurationOK + " && " + celDuration + " == duration(" + celTerm("work") + "))"},
+	{Name: AnnotationMaxWorkFloor, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
+		Doc: &KeyDoc{
+			Meaning: "the least value `max-work: auto` takes",
+			Default: "the cluster default max-work",
+		}},
+	{Name: AnnotationMaxWorkCeiling, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
+		Doc: &KeyDoc{
+			Meaning: "the most `max-work: auto` takes",
+			Default: "`2m`, or the cluster default max-work when longer",
+		}},
+	{Name: AnnotationCleanup, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
+		Doc:   &KeyDoc{Meaning: "closing pools, flushing telemetry", Summary: "closing pools, flushing telemetry"},
+		Proof: celDurationOK + " && " + celDuration + " == duration(" + celTerm("cleanup") + ")"},
+	{Name: AnnotationSafetyMargin, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
+		Doc:   &KeyDoc{Meaning: "slack for what is not measured", Summary: "slack for what is not measured"},
+		Proof: celDurationOK + " && " + celDuration + " == duration(" + celTerm("margin") + ")"},
+	{Name: AnnotationPreStop, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
+		Doc: &KeyDoc{
+			Meaning: "`sleep`: native `lifecycle.preStop.sleep` (GA in 1.34); `exec`: `[\"sleep\",\"N\"]`, needs a `sleep` binary in the image (distroless and scratch images lack it; a Pod with `spec.os.name: windows` gets the sleep action instead, as Windows images have no `sleep`); `none`: no hook, the budget still applies and the app must keep serving for the routing delay after SIGTERM itself",
+			Summary: "`sleep` (native sleep action), `exec` (`[\"sleep\",\"N\"]`; the sleep action on Windows Pods), `none` (no hook; budget still applies)",
+			Default: "`sleep`", Flag: "--prestop-handler",
+		},
+		Proof: "v in ['" + string(PreStopSleep) + "', '" + string(PreStopExec) + "', '" + string(PreStopNone) + "']"},
+	{Name: AnnotationContainers, Where: PodAnnotation, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
+		Doc: &KeyDoc{
+			Meaning: "comma-separated containers to treat; may name native sidecars (`initContainers` with `restartPolicy: Always`)",
+			Summary: "comma list of containers to treat (may name native sidecars)",
+			Default: "every regular container",
+		}},
+	{Name: AnnotationReadinessPath, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
+		Doc: &KeyDoc{
+			Meaning: "HTTP path of a readiness probe to add where a treated container has none: `periodSeconds: 2`, `failureThreshold: 2`, `timeoutSeconds: 1`, so a draining app is withdrawn within about 4 s",
+			Summary: "HTTP path of a readiness probe to add where a container has none",
+			Default: "none",
+		},
+		Proof: celProbePath},
+	{Name: AnnotationLivenessPath, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
+		Doc: &KeyDoc{
+			Meaning: "HTTP path of a liveness probe to add where a treated container has none: `initialDelaySeconds: 10`, `periodSeconds: 10`, `failureThreshold: 3`; keep it independent of draining",
+			Summary: "HTTP path of a liveness probe to add where a container has none",
+			Default: "none",
+		},
+		Proof: celProbePath},
+	{Name: AnnotationProbePort, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
+		Doc: &KeyDoc{
+			Meaning: "port to probe: a number (1-65535) or a port name declared by the container",
+			Summary: "port number or name for those probes",
+			Default: "the container's first declared port",
+		},
+		Proof: `(v.matches(r'^[1-9][0-9]{0,4}$') && int(v) <= 65535) || (v.matches(r'^[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$') && v.matches(r'[a-z]') && !v.contains('--'))`},
+	{Name: AnnotationInject, Where: PodAnnotation, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
+		Doc: &KeyDoc{
+			Meaning: "`\"false\"` opts this Pod out of mutation and of the budget check (its preStop hooks are still checked against its grace; the mutating webhook is not even called); `\"true\"` is the same as unset",
+			Summary: "`\"false\"` opts the Pod out of mutation and of the budget check",
+		},
+		Proof: "v == 'true'"},
 	// graceguard's record of what it applied, which it compares with what
-	// it would write.
-	{AnnotationBudget, PodAnnotation, ownerGraceguard, MaxAnnotationValueLength},
+	// it would write. The proof reads it as the record (b), not here.
+	{Name: AnnotationBudget, Where: PodAnnotation, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
+		Doc: &KeyDoc{
+			Meaning: "written by graceguard on every Pod it treats: `routing=8s work=30s cleanup=2s margin=5s grace=45s`. Explains the numbers; the routing term shows the longest preStop of the treated containers when that is longer than the routing delay; a Pod with a mesh proxy also shows its `proxy=` term ([meshes.md](meshes.md)). It is also graceguard's record of what it applied: the API server reads it to skip the validating call for a Pod that still agrees with it ([admission.md](admission.md)).",
+		}},
 
 	// Kubernetes: mirror Pods are skipped; a ReplicaSet's Pods name their
 	// Deployment's report by the template hash (max-work: auto).
-	{annotationMirror, PodAnnotation, ownerKubernetes, MaxAnnotationValueLength},
-	{LabelPodTemplateHash, PodLabel, ownerKubernetes, MaxLabelValueLength},
+	{Name: annotationMirror, Where: PodAnnotation, Owner: ownerKubernetes, MaxLength: MaxAnnotationValueLength},
+	{Name: LabelPodTemplateHash, Where: PodLabel, Owner: ownerKubernetes, MaxLength: MaxLabelValueLength},
 
 	// Istio.
-	{AnnotationIstioInject, PodLabel | PodAnnotation, string(MeshIstio), MaxAnnotationValueLength},
-	{LabelIstioRev, PodLabel | NamespaceLabel, string(MeshIstio), MaxLabelValueLength},
-	{LabelIstioInjection, NamespaceLabel, string(MeshIstio), MaxLabelValueLength},
-	{AnnotationIstioProxyConfig, PodAnnotation, string(MeshIstio), MaxIstioProxyConfigLength},
+	{Name: AnnotationIstioInject, Where: PodLabel | PodAnnotation, Owner: string(MeshIstio), MaxLength: MaxAnnotationValueLength},
+	{Name: LabelIstioRev, Where: PodLabel | NamespaceLabel, Owner: string(MeshIstio), MaxLength: MaxLabelValueLength},
+	{Name: LabelIstioInjection, Where: NamespaceLabel, Owner: string(MeshIstio), MaxLength: MaxLabelValueLength},
+	{Name: AnnotationIstioProxyConfig, Where: PodAnnotation, Owner: string(MeshIstio), MaxLength: MaxIstioProxyConfigLength},
 	// Istio's mark of an injected Pod: only its presence counts.
-	{annotationIstioStatus, PodAnnotation, string(MeshIstio), MaxIstioStatusLength},
+	{Name: annotationIstioStatus, Where: PodAnnotation, Owner: string(MeshIstio), MaxLength: MaxIstioStatusLength},
 	// Ambient: the Pod's label over the namespace's (istio-ambient profile).
-	{LabelIstioDataplaneMode, PodLabel | NamespaceLabel, string(MeshIstio), MaxLabelValueLength},
+	{Name: LabelIstioDataplaneMode, Where: PodLabel | NamespaceLabel, Owner: string(MeshIstio), MaxLength: MaxLabelValueLength},
 
 	// Linkerd: its injector copies a namespace's config annotations to the
 	// Pods that lack them, so graceguard reads them on both.
-	{AnnotationLinkerdInject, PodAnnotation | NamespaceAnnotation, string(MeshLinkerd), MaxAnnotationValueLength},
-	{AnnotationLinkerdWaitBeforeExit, PodAnnotation | NamespaceAnnotation, string(MeshLinkerd), MaxAnnotationValueLength},
-	{AnnotationLinkerdShutdownGrace, PodAnnotation | NamespaceAnnotation, string(MeshLinkerd), MaxAnnotationValueLength},
-	{AnnotationLinkerdNativeSidecar, PodAnnotation | NamespaceAnnotation, string(MeshLinkerd), MaxAnnotationValueLength},
+	{Name: AnnotationLinkerdInject, Where: PodAnnotation | NamespaceAnnotation, Owner: string(MeshLinkerd), MaxLength: MaxAnnotationValueLength},
+	{Name: AnnotationLinkerdWaitBeforeExit, Where: PodAnnotation | NamespaceAnnotation, Owner: string(MeshLinkerd), MaxLength: MaxAnnotationValueLength},
+	{Name: AnnotationLinkerdShutdownGrace, Where: PodAnnotation | NamespaceAnnotation, Owner: string(MeshLinkerd), MaxLength: MaxAnnotationValueLength},
+	{Name: AnnotationLinkerdNativeSidecar, Where: PodAnnotation | NamespaceAnnotation, Owner: string(MeshLinkerd), MaxLength: MaxAnnotationValueLength},
 	// Linkerd does not copy the beta spelling from a namespace.
-	{AnnotationLinkerdNativeSidecarBeta, PodAnnotation, string(MeshLinkerd), MaxAnnotationValueLength},
-	{AnnotationLinkerdNativeSidecarAlpha, PodAnnotation | NamespaceAnnotation, string(MeshLinkerd), MaxAnnotationValueLength},
+	{Name: AnnotationLinkerdNativeSidecarBeta, Where: PodAnnotation, Owner: string(MeshLinkerd), MaxLength: MaxAnnotationValueLength},
+	{Name: AnnotationLinkerdNativeSidecarAlpha, Where: PodAnnotation | NamespaceAnnotation, Owner: string(MeshLinkerd), MaxLength: MaxAnnotationValueLength},
 }
+
+// podOrNamespace: a key a Pod sets and a Namespace may default.
+const podOrNamespace = PodAnnotation | NamespaceAnnotation
+
+// Helm template text the proof predicates use (the chart defines them in
+// _helpers.tpl): v is a duration graceguard and CEL read alike, within 1h;
+// v as a CEL duration; the record b's term; a probe path.
+const (
+	celDurationOK = `{{ include "graceguard.cel.durationOK" . }}`
+	celDuration   = `{{ include "graceguard.cel.duration" . }}`
+)
+
+// celProbePath: v is a probe path graceguard accepts (validProbePath).
+var celProbePath = `v.matches(r'^/[!-~]{0,` + strconv.Itoa(MaxProbePathLength-1) + `}$')`
+
+func celTerm(name string) string { return `{{ include "graceguard.cel.term" "` + name + `" }}` }
 
 // LookupKey returns the key named name if graceguard reads it in m.
 // A name may have a row for each place (graceguard.io/inject is a

@@ -13,9 +13,6 @@ import (
 
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
-	"sigs.k8s.io/yaml"
-
-	"github.com/graceguard/graceguard/pkg/budget"
 )
 
 // modes are values exercising each certificate mode, for lint and stability.
@@ -336,46 +333,5 @@ func TestEveryValueIsDocumented(t *testing.T) {
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// The chart checks routing profiles at render time against its own copy of
-// the built-in table (templates/_helpers.tpl); it must be the webhook's.
-func TestChartKnowsTheBuiltinProfiles(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(chartDir, "templates", "_helpers.tpl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(b)
-	i := strings.Index(s, `{{- define "graceguard.builtinProfiles" -}}`)
-	j := strings.Index(s[i:], "{{- end -}}")
-	if i < 0 || j < 0 {
-		t.Fatal("no graceguard.builtinProfiles in _helpers.tpl")
-	}
-	var got map[string]struct {
-		RoutingDelay string `json:"routingDelay"`
-		GraceFloor   any    `json:"graceFloor"`
-	}
-	body := s[i+len(`{{- define "graceguard.builtinProfiles" -}}`) : i+j]
-	if err := yaml.Unmarshal([]byte(body), &got); err != nil {
-		t.Fatal(err)
-	}
-	want := budget.BuiltinProfiles()
-	if len(got) != len(want) {
-		t.Errorf("the chart knows %d built-in profiles, the webhook %d", len(got), len(want))
-	}
-	for _, p := range want {
-		g, ok := got[p.Name]
-		if !ok {
-			t.Errorf("the chart lacks built-in profile %s", p.Name)
-			continue
-		}
-		floor := "0s"
-		if s := fmt.Sprint(g.GraceFloor); s != "0" {
-			floor = s
-		}
-		if g.RoutingDelay != budget.Format(p.Routing) || floor != budget.Format(p.GraceFloor) {
-			t.Errorf("%s: chart routing %s floor %s, webhook %s", p.Name, g.RoutingDelay, floor, p.String())
-		}
 	}
 }

@@ -194,21 +194,6 @@ matchConditions:
 {{- end -}}
 
 {{/*
-graceguard.builtinProfiles: the built-in routing profiles as
-name: {routingDelay, graceFloor}, for render-time checks. The webhook's own
-table is pkg/budget/profile.go; test/chart holds the two equal.
-*/}}
-{{- define "graceguard.builtinProfiles" -}}
-kube-proxy: {routingDelay: 5s, graceFloor: 0}
-ingress-nginx: {routingDelay: 10s, graceFloor: 0}
-aws-alb-ip: {routingDelay: 1m, graceFloor: 0}
-aws-nlb-ip: {routingDelay: 2m, graceFloor: 0}
-gke-neg: {routingDelay: 1m, graceFloor: 1m}
-azure-agic: {routingDelay: 1m30s, graceFloor: 1m41s}
-istio-ambient: {routingDelay: 15s, graceFloor: 0}
-{{- end -}}
-
-{{/*
 The longest timeoutSeconds of the three webhooks, in seconds: the webhook's
 --webhook-timeout.
 */}}
@@ -374,15 +359,7 @@ grace, and (treated) at most rs.
           a.all(k, v, !k.startsWith('graceguard.io/') ||
             k == 'graceguard.io/budget' ||
             (size(v) <= 256 && (
-            (k == 'graceguard.io/inject' && v == 'true') ||
-            (k == 'graceguard.io/prestop' && v in ['sleep', 'exec', 'none']) ||
-            ((k == 'graceguard.io/readiness-path' || k == 'graceguard.io/liveness-path') && v.matches(r'^/[!-~]{0,255}$')) ||
-            (k == 'graceguard.io/probe-port' && ((v.matches(r'^[1-9][0-9]{0,4}$') && int(v) <= 65535) ||
-              (v.matches(r'^[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$') && v.matches(r'[a-z]') && !v.contains('--')))) ||
-            (k == 'graceguard.io/routing-delay' && {{ include "graceguard.cel.durationOK" . }} && {{ include "graceguard.cel.duration" . }} <= duration({{ include "graceguard.cel.term" "routing" }})) ||
-            (k == 'graceguard.io/max-work' && (v == 'auto' || ({{ include "graceguard.cel.durationOK" . }} && {{ include "graceguard.cel.duration" . }} == duration({{ include "graceguard.cel.term" "work" }})))) ||
-            (k == 'graceguard.io/cleanup' && {{ include "graceguard.cel.durationOK" . }} && {{ include "graceguard.cel.duration" . }} == duration({{ include "graceguard.cel.term" "cleanup" }})) ||
-            (k == 'graceguard.io/safety-margin' && {{ include "graceguard.cel.durationOK" . }} && {{ include "graceguard.cel.duration" . }} == duration({{ include "graceguard.cel.term" "margin" }}))))))) &&
+            {{- include "graceguard.cel.acceptedAnnotation" . | nindent 12 }}))))) &&
         [out ? 9223372036 : duration({{ include "graceguard.cel.term" "routing" }}).getSeconds()].all(rs,
           (object.spec.?containers.orValue([]) + object.spec.?initContainers.orValue([])).all(c,
             {{ include "graceguard.cel.hookFits" (dict "c" "c" "g" "g" "bound" "rs") }}))))))
