@@ -8,11 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
+
+	"github.com/graceguard/graceguard/pkg/budget"
 )
 
 // modes are values exercising each certificate mode, for lint and stability.
@@ -146,7 +149,7 @@ func TestOtherCrossFieldChecks(t *testing.T) {
 		{"two servers on one port", "ports: {health: 9443}",
 			"ports.health: 9443 is also ports.webhook"},
 		{"a default routing profile that does not exist", "config: {defaultRoutingProfile: aws-nlb}",
-			`config.defaultRoutingProfile: "aws-nlb" is no routing profile; want one of aws-alb-ip, aws-nlb-ip, azure-agic, gke-neg, ingress-nginx, istio-ambient, kube-proxy (built in) or a key of config.routingProfiles`},
+			`config.defaultRoutingProfile: "aws-nlb" is no routing profile; want one of ` + builtinNames() + ` (built in) or a key of config.routingProfiles`},
 		{"a default routing profile whose Pods need more than the cap", "config: {defaultRoutingProfile: aws-nlb-ip, maxGracePeriod: 2m}",
 			"config.defaultRoutingProfile: aws-nlb-ip needs 145s for Pods without annotations (routing 2m + defaultMaxWork 20s + defaultCleanup 2s + defaultSafetyMargin 3s, grace floor 0s), over config.maxGracePeriod 2m"},
 		{"a routing profile over 1h", "config: {routingProfiles: {corp-lb: {routingDelay: 2h}}}",
@@ -334,4 +337,10 @@ func TestEveryValueIsDocumented(t *testing.T) {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// builtinNames are the built-in routing profiles as the chart lists them:
+// sorted, comma-separated.
+func builtinNames() string {
+	return strings.Join(slices.Sorted(slices.Values(budget.ProfileNames(budget.BuiltinProfiles()))), ", ")
 }
