@@ -44,7 +44,7 @@ deadcode: ## Fail if anything in pkg/ or cmd/ is unreachable from the programs (
 	if [ -n "$$dead" ]; then echo "unreachable in pkg/ or cmd/ (delete it, or move a test seam to export_test.go):"; echo "$$dead"; exit 1; fi
 
 .PHONY: golden
-golden: ## Regenerate golden files and generated docs after an intended change (review the diff!).
+golden: ## Regenerate golden files after an intended change (review the diff!); make generate writes the generated docs.
 	UPDATE_GOLDEN=1 $(GO) test ./pkg/mutate/ ./pkg/cli/ ./pkg/manifest/ ./internal/chart/
 
 .PHONY: generate

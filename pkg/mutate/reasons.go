@@ -1,7 +1,7 @@
 package mutate
 
 // reasonDocs explains each reason for people; the table in
-// docs/annotations.md is generated from it (reasons_test.go), so the docs,
+// docs/annotations.md is generated from it (make generate), so the docs,
 // the metrics labels and the responses never disagree.
 var reasonDocs = map[Reason]struct{ kind, text string }{
 	SkipNotOptedIn:          {"skip", "The namespace lacks the label `graceguard.io/inject=enabled`; nothing is changed or checked."},
