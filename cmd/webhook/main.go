@@ -23,6 +23,7 @@ import (
 
 	"github.com/graceguard/graceguard/internal/version"
 	"github.com/graceguard/graceguard/pkg/config"
+	"github.com/graceguard/graceguard/pkg/flags"
 	"github.com/graceguard/graceguard/pkg/observer"
 	"github.com/graceguard/graceguard/pkg/server"
 )
@@ -44,7 +45,7 @@ const (
 type command struct {
 	name  string // for --help and errors: "graceguard-webhook observe"
 	what  string // for logs: "webhook", "observer"
-	flags config.Flags
+	flags flags.Flags
 	// version adds --version.
 	version bool
 	serve   func(ctx context.Context, rest *rest.Config) error

@@ -18,7 +18,7 @@ import (
 	"strings"
 
 	"github.com/graceguard/graceguard/pkg/budget"
-	"github.com/graceguard/graceguard/pkg/config"
+	"github.com/graceguard/graceguard/pkg/flags"
 	"github.com/graceguard/graceguard/pkg/mutate"
 )
 
@@ -164,7 +164,7 @@ func annotationsTable(readme bool) string {
 		}
 		d := *k.Doc
 		if t, ok := terms[k.Name]; ok {
-			d.Default, d.Flag = "`"+budget.Format(defaults.Get(t))+"`", config.DefaultFlag(t)
+			d.Default, d.Flag = "`"+budget.Format(defaults.Get(t))+"`", flags.DefaultFlag(t)
 		}
 		text := d.Meaning
 		if readme {

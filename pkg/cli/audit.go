@@ -15,7 +15,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/graceguard/graceguard/pkg/config"
+	"github.com/graceguard/graceguard/pkg/flags"
 	"github.com/graceguard/graceguard/pkg/manifest"
 	"github.com/graceguard/graceguard/pkg/mutate"
 )
@@ -54,7 +54,7 @@ audit needs get on the namespaces and list on those kinds. It changes nothing.
   kubectl graceguard audit -A --fail-on warning -o sarif > graceguard-audit.sarif`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := config.ValidateOptions(in.opts); err != nil {
+			if err := flags.ValidateOptions(in.opts); err != nil {
 				return err
 			}
 			objs, err := audit(cmd, kube, in, all)
@@ -67,10 +67,10 @@ audit needs get on the namespaces and list on those kinds. It changes nothing.
 	fs := cmd.Flags()
 	kube.AddFlags(fs)
 	fs.BoolVarP(&all, "all-namespaces", "A", false, "audit every namespace")
-	fs.Var(config.ChoiceValue(&in.mode, mutate.Modes...), "mode", "evaluate as if every namespace's "+mutate.LabelMode+" label were this: enforce or warn (default: each namespace's own, else --default-mode)")
+	fs.Var(flags.ChoiceValue(&in.mode, mutate.Modes...), "mode", "evaluate as if every namespace's "+mutate.LabelMode+" label were this: enforce or warn (default: each namespace's own, else --default-mode)")
 	fs.Var(annotationsValue{in.annotations}, "namespace-annotations",
 		"evaluate as if every namespace carried these graceguard defaults, over its own (repeatable), e.g. "+mutate.AnnotationMaxWork+"=1m")
-	config.BindOptions(fs, &in.opts)
+	flags.BindOptions(fs, &in.opts)
 	rf = bindReportFlags(cmd)
 	return cmd
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/graceguard/graceguard/pkg/config"
+	"github.com/graceguard/graceguard/pkg/flags"
 	"github.com/graceguard/graceguard/pkg/manifest"
 	"github.com/graceguard/graceguard/pkg/mutate"
 )
@@ -25,9 +25,9 @@ var (
 
 func bindReportFlags(cmd *cobra.Command) *reportFlags {
 	r := &reportFlags{output: "text", failOn: levelDenial}
-	cmd.Flags().VarP(config.ChoiceValue(&r.output, reportFormats...), "output", "o",
+	cmd.Flags().VarP(flags.ChoiceValue(&r.output, reportFormats...), "output", "o",
 		"output format: text, json (one object per input object, and a summary) or sarif (SARIF 2.1.0, for code-scanning UIs)")
-	cmd.Flags().Var(config.ChoiceValue(&r.failOn, failOnLevels...), "fail-on",
+	cmd.Flags().Var(flags.ChoiceValue(&r.failOn, failOnLevels...), "fail-on",
 		"exit 1 when any object has a finding at this level: denial (an object would be refused), warning (a denial or any warning the API server would show), or none (exit 0 whatever is found)")
 	return r
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/graceguard/graceguard/pkg/budget"
 	"github.com/graceguard/graceguard/pkg/config"
+	"github.com/graceguard/graceguard/pkg/flags"
 	"github.com/graceguard/graceguard/pkg/observer"
 	"github.com/spf13/pflag"
 )
@@ -357,7 +358,7 @@ func TestFlagsTheTextsNameExist(t *testing.T) {
 	}
 	webhook := map[string]bool{}
 	cfg, obs := config.Default(), observer.Default()
-	for _, fl := range []config.Flags{cfg.Flags(), config.ObserverFlags(&obs)} {
+	for _, fl := range []flags.Flags{cfg.Flags(), config.ObserverFlags(&obs)} {
 		fs := pflag.NewFlagSet("webhook", pflag.ContinueOnError)
 		fl.Bind(fs)
 		fs.VisitAll(func(f *pflag.Flag) { webhook[f.Name] = true })

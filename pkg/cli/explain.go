@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/graceguard/graceguard/pkg/budget"
-	"github.com/graceguard/graceguard/pkg/config"
+	"github.com/graceguard/graceguard/pkg/flags"
 	"github.com/graceguard/graceguard/pkg/mutate"
 )
 
@@ -274,7 +274,7 @@ func source(o object, t budget.Term) string {
 	case mutate.FromNamespace:
 		return "namespace " + o.ns + " annotation " + key
 	case mutate.FromCluster:
-		return "cluster default " + config.DefaultFlag(t)
+		return "cluster default " + flags.DefaultFlag(t)
 	case mutate.FromHook:
 		return "the preStop hook, longer than the routing delay"
 	case mutate.FromAuto:
@@ -287,7 +287,7 @@ func source(o object, t budget.Term) string {
 		case mutate.FromNamespace:
 			where = "namespace " + o.ns + " annotation " + mutate.AnnotationRoutingProfile
 		case mutate.FromCluster:
-			where = "cluster default " + config.DefaultProfileFlag
+			where = "cluster default " + flags.DefaultProfileFlag
 		case mutate.FromPod:
 			if o.template() {
 				where = "Pod template annotation " + mutate.AnnotationRoutingProfile

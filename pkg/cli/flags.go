@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/graceguard/graceguard/pkg/config"
+	"github.com/graceguard/graceguard/pkg/flags"
 	"github.com/graceguard/graceguard/pkg/mutate"
 )
 
@@ -42,14 +42,14 @@ func bindInputFlags(cmd *cobra.Command) *inputFlags {
 	fs.BoolVarP(&f.recursive, "recursive", "R", false, "read directories given with -f recursively")
 	bindNamespaceFlags(fs, f)
 	fs.StringVarP(&f.namespace, "namespace", "n", f.namespace, "namespace of objects that set none")
-	config.BindOptions(fs, &f.opts)
+	flags.BindOptions(fs, &f.opts)
 	return f
 }
 
 // bindNamespaceFlags binds the flags that shape the namespace objects are
 // evaluated in; audit shares them.
 func bindNamespaceFlags(fs *pflag.FlagSet, f *inputFlags) {
-	fs.Var(config.ChoiceValue(&f.mode, mutate.Modes...), "mode", "evaluate as if the namespace's "+mutate.LabelMode+" label were this: enforce or warn (default: --default-mode)")
+	fs.Var(flags.ChoiceValue(&f.mode, mutate.Modes...), "mode", "evaluate as if the namespace's "+mutate.LabelMode+" label were this: enforce or warn (default: --default-mode)")
 	fs.Var(annotationsValue{f.annotations}, "namespace-annotations",
 		"evaluate as if the namespace carried these graceguard defaults (repeatable), e.g. "+mutate.AnnotationMaxWork+"=1m,"+mutate.AnnotationPreStop+"=exec")
 	fs.BoolVar(&f.assumeOptedIn, "assume-opted-in", false,
@@ -66,7 +66,7 @@ func (f *inputFlags) validate() error {
 	if errs := validation.IsDNS1123Label(f.namespace); len(errs) > 0 {
 		return fmt.Errorf("invalid argument %q for \"-n, --namespace\" flag: %s", f.namespace, strings.Join(errs, "; "))
 	}
-	return config.ValidateOptions(f.opts)
+	return flags.ValidateOptions(f.opts)
 }
 
 // annotationsValue parses --namespace-annotations: key=value pairs,

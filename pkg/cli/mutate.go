@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/graceguard/graceguard/pkg/config"
+	"github.com/graceguard/graceguard/pkg/flags"
 	"github.com/graceguard/graceguard/pkg/manifest"
 	"github.com/graceguard/graceguard/pkg/mutate"
 )
@@ -57,7 +57,7 @@ the exit code is 0 whatever they say (use check to gate on them).`,
 		},
 	}
 	in = bindInputFlags(cmd)
-	cmd.Flags().VarP(config.ChoiceValue(&output, "yaml", "json"), "output", "o",
+	cmd.Flags().VarP(flags.ChoiceValue(&output, "yaml", "json"), "output", "o",
 		"output format: yaml (the input with graceguard's additions) or json (a List when there are several documents)")
 	return cmd
 }

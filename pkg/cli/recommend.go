@@ -20,9 +20,9 @@ import (
 
 	"github.com/graceguard/graceguard/pkg/api/v1alpha1"
 	"github.com/graceguard/graceguard/pkg/budget"
-	"github.com/graceguard/graceguard/pkg/config"
+	"github.com/graceguard/graceguard/pkg/flags"
 	"github.com/graceguard/graceguard/pkg/mutate"
-	"github.com/graceguard/graceguard/pkg/observer"
+	"github.com/graceguard/graceguard/pkg/shutdownreport"
 )
 
 // recommendFlags are recommend's flags besides the kubeconfig ones.
@@ -36,8 +36,8 @@ type recommendFlags struct {
 var recommendOutputs = []string{"text", "yaml"}
 
 func newRecommendCmd() *cobra.Command {
-	f := &recommendFlags{kube: genericclioptions.NewConfigFlags(true), output: "text", minSamples: observer.DefaultMinSamples}
-	minSamples := config.MinSamples(&f.minSamples)
+	f := &recommendFlags{kube: genericclioptions.NewConfigFlags(true), output: "text", minSamples: shutdownreport.DefaultMinSamples}
+	minSamples := flags.Flags{flags.MinSamples(&f.minSamples)}
 	cmd := &cobra.Command{
 		Use:   "recommend [-n NAMESPACE | -A]",
 		Short: "Say what graceguard.io/max-work each workload needs, from its observed shutdowns",
@@ -89,7 +89,7 @@ have their old budget.`,
 	fs := cmd.Flags()
 	f.kube.AddFlags(fs)
 	fs.BoolVarP(&f.allNamespaces, "all-namespaces", "A", false, "every namespace's reports")
-	fs.VarP(config.ChoiceValue(&f.output, recommendOutputs...), "output", "o", "text, or yaml: the changes as partial objects, for kubectl apply --server-side --force-conflicts")
+	fs.VarP(flags.ChoiceValue(&f.output, recommendOutputs...), "output", "o", "text, or yaml: the changes as partial objects, for kubectl apply --server-side --force-conflicts")
 	minSamples.Bind(fs)
 	return cmd
 }
@@ -149,8 +149,8 @@ type recommendation struct {
 }
 
 func recommendFor(r *v1alpha1.ShutdownReport, minSamples int) recommendation {
-	sum, rec := observer.Summarize(r.Status.Samples, minSamples)
-	cur, _, _, known := observer.Current(r.Status.Samples)
+	sum, rec := shutdownreport.Summarize(r.Status.Samples, minSamples)
+	cur, _, _, known := shutdownreport.Current(r.Status.Samples)
 	out := recommendation{report: r, summary: sum, rec: rec, current: cur, known: known, minSamples: minSamples}
 	if rec != nil {
 		out.work, _ = budget.ParseDuration(rec.MaxWork)

@@ -15,8 +15,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/graceguard/graceguard/pkg/api/v1alpha1"
 	"github.com/graceguard/graceguard/pkg/certs"
+	"github.com/graceguard/graceguard/pkg/flags"
 	"github.com/graceguard/graceguard/pkg/mutate"
 	"github.com/graceguard/graceguard/pkg/observer"
 	"github.com/graceguard/graceguard/pkg/webhook"
@@ -118,7 +118,7 @@ func Default() Config {
 func (c Config) Validate() error { return c.Flags().Validate() }
 
 // Flags are the server's flags, bound to c.
-func (c *Config) Flags() Flags {
+func (c *Config) Flags() flags.Flags {
 	selfManaged := func(p *string, rule func(string) error) func() error {
 		return func() error {
 			if c.CertMode != CertModeSelfManaged {
@@ -127,89 +127,89 @@ func (c *Config) Flags() Flags {
 			return rule(*p)
 		}
 	}
-	return append(optionFlags(&c.Options),
-		flag{name: "cert-dir", value: stringValue(&c.CertDir),
-			usage: "directory with tls.crt and tls.key (reloaded when they change); with --cert-mode=self-managed the webhook writes them there from its Secret",
-			check: func() error {
+	return append(flags.Options(&c.Options),
+		flags.Flag{Name: "cert-dir", Value: flags.String(&c.CertDir),
+			Usage: "directory with tls.crt and tls.key (reloaded when they change); with --cert-mode=self-managed the webhook writes them there from its Secret",
+			Check: func() error {
 				if c.CertDir == "" {
 					return errors.New("must not be empty")
 				}
 				return selfManaged(&c.CertDir, certs.CheckCertDir)()
 			}},
-		flag{name: "port", value: intValue(&c.Port), usage: "HTTPS port of the admission webhooks",
-			check: inRange(&c.Port, 1, 65535, "")},
-		metricsAddressFlag(&c.MetricsBindAddress),
-		healthAddressFlag(&c.HealthProbeBindAddress),
-		flag{name: "shutdown-delay", value: durationValue(&c.ShutdownDelay),
-			usage: "keep serving this long after SIGTERM while /readyz fails, so routes to this replica are withdrawn first",
-			check: between(&c.ShutdownDelay, 0, 5*time.Minute)},
-		flag{name: "drain-timeout", value: durationValue(&c.DrainTimeout),
-			usage: "after the shutdown delay, wait at most this long for in-flight reviews",
-			check: between(&c.DrainTimeout, time.Second, 5*time.Minute)},
-		flag{name: "namespace", value: stringValue(&c.Namespace),
-			usage: "graceguard's own namespace, never mutated (default $POD_NAMESPACE)",
-			check: selfManaged(&c.Namespace, func(ns string) error {
+		flags.Flag{Name: "port", Value: flags.Int(&c.Port), Usage: "HTTPS port of the admission webhooks",
+			Check: flags.InRange(&c.Port, 1, 65535, "")},
+		flags.MetricsAddress(&c.MetricsBindAddress),
+		flags.HealthAddress(&c.HealthProbeBindAddress),
+		flags.Flag{Name: "shutdown-delay", Value: flags.Duration(&c.ShutdownDelay),
+			Usage: "keep serving this long after SIGTERM while /readyz fails, so routes to this replica are withdrawn first",
+			Check: flags.Between(&c.ShutdownDelay, 0, 5*time.Minute)},
+		flags.Flag{Name: "drain-timeout", Value: flags.Duration(&c.DrainTimeout),
+			Usage: "after the shutdown delay, wait at most this long for in-flight reviews",
+			Check: flags.Between(&c.DrainTimeout, time.Second, 5*time.Minute)},
+		flags.Flag{Name: "namespace", Value: flags.String(&c.Namespace),
+			Usage: "graceguard's own namespace, never mutated (default $POD_NAMESPACE)",
+			Check: selfManaged(&c.Namespace, func(ns string) error {
 				if ns == "" {
 					return errors.New("required with --cert-mode=self-managed (the Secret's namespace; default $POD_NAMESPACE)")
 				}
 				return certs.CheckNamespace(ns)
 			})},
-		flag{name: "cert-mode", value: choiceValue(&c.CertMode, []CertMode{CertModeFiles, CertModeSelfManaged}),
-			usage: "files: serve tls.crt/tls.key from --cert-dir; self-managed: keep a CA and certificate in --cert-secret-name and inject the CA into the webhook configurations",
-			check: func() error {
+		flags.Flag{Name: "cert-mode", Value: flags.ChoiceValue(&c.CertMode, CertModeFiles, CertModeSelfManaged),
+			Usage: "files: serve tls.crt/tls.key from --cert-dir; self-managed: keep a CA and certificate in --cert-secret-name and inject the CA into the webhook configurations",
+			Check: func() error {
 				if c.CertMode != CertModeFiles && c.CertMode != CertModeSelfManaged {
 					return fmt.Errorf("want %s or %s", CertModeFiles, CertModeSelfManaged)
 				}
 				return nil
 			}},
-		flag{name: "cert-secret-name", value: stringValue(&c.CertSecretName),
-			usage: "self-managed: the Secret (in --namespace) holding the CA and serving certificate",
-			check: selfManaged(&c.CertSecretName, certs.CheckSecretName)},
-		flag{name: "service-name", value: stringValue(&c.ServiceName),
-			usage: "self-managed: the webhook's Service, whose DNS names the certificate covers",
-			check: selfManaged(&c.ServiceName, certs.CheckServiceName)},
-		flag{name: "mutating-webhook-configuration", value: stringValue(&c.MutatingWebhookConfiguration),
-			usage: "self-managed: the MutatingWebhookConfiguration to inject the CA into",
-			check: selfManaged(&c.MutatingWebhookConfiguration, certs.CheckWebhookConfiguration)},
-		flag{name: "validating-webhook-configuration", value: stringValue(&c.ValidatingWebhookConfiguration),
-			usage: "self-managed: the ValidatingWebhookConfiguration to inject the CA into",
-			check: selfManaged(&c.ValidatingWebhookConfiguration, certs.CheckWebhookConfiguration)},
-		flag{name: "webhook-timeout", value: durationValue(&c.Limits.Timeout),
-			usage: "the largest timeoutSeconds of graceguard's webhook configurations: a review ends by then (or by the shorter ?timeout= its request names), the namespace read a fifth earlier (at least 1s), and the server's read and write timeouts are sized to it; 1s to 30s",
-			check: func() error {
-				if err := between(&c.Limits.Timeout, time.Second, 30*time.Second)(); err != nil {
+		flags.Flag{Name: "cert-secret-name", Value: flags.String(&c.CertSecretName),
+			Usage: "self-managed: the Secret (in --namespace) holding the CA and serving certificate",
+			Check: selfManaged(&c.CertSecretName, certs.CheckSecretName)},
+		flags.Flag{Name: "service-name", Value: flags.String(&c.ServiceName),
+			Usage: "self-managed: the webhook's Service, whose DNS names the certificate covers",
+			Check: selfManaged(&c.ServiceName, certs.CheckServiceName)},
+		flags.Flag{Name: "mutating-webhook-configuration", Value: flags.String(&c.MutatingWebhookConfiguration),
+			Usage: "self-managed: the MutatingWebhookConfiguration to inject the CA into",
+			Check: selfManaged(&c.MutatingWebhookConfiguration, certs.CheckWebhookConfiguration)},
+		flags.Flag{Name: "validating-webhook-configuration", Value: flags.String(&c.ValidatingWebhookConfiguration),
+			Usage: "self-managed: the ValidatingWebhookConfiguration to inject the CA into",
+			Check: selfManaged(&c.ValidatingWebhookConfiguration, certs.CheckWebhookConfiguration)},
+		flags.Flag{Name: "webhook-timeout", Value: flags.Duration(&c.Limits.Timeout),
+			Usage: "the largest timeoutSeconds of graceguard's webhook configurations: a review ends by then (or by the shorter ?timeout= its request names), the namespace read a fifth earlier (at least 1s), and the server's read and write timeouts are sized to it; 1s to 30s",
+			Check: func() error {
+				if err := flags.Between(&c.Limits.Timeout, time.Second, 30*time.Second)(); err != nil {
 					return fmt.Errorf("%w, the range of a webhook's timeoutSeconds", err)
 				}
 				return nil
 			}},
-		flag{name: "max-concurrent-reviews", value: intValue(&c.Limits.MaxInFlight),
-			usage: "reviews handled at once; more wait (at most 128 of them, for at most 1s) or are refused with 429",
-			check: inRange(&c.Limits.MaxInFlight, 1, 10000, "")},
-		flag{name: "max-inflight-review-bytes", value: bytesValue(&c.Limits.InFlightBytes),
-			usage: "request bytes the reviews handled at once may hold together (e.g. 16Mi); at least 7Mi, the largest review",
-			check: func() error {
+		flags.Flag{Name: "max-concurrent-reviews", Value: flags.Int(&c.Limits.MaxInFlight),
+			Usage: "reviews handled at once; more wait (at most 128 of them, for at most 1s) or are refused with 429",
+			Check: flags.InRange(&c.Limits.MaxInFlight, 1, 10000, "")},
+		flags.Flag{Name: "max-inflight-review-bytes", Value: flags.Bytes(&c.Limits.InFlightBytes),
+			Usage: "request bytes the reviews handled at once may hold together (e.g. 16Mi); at least 7Mi, the largest review",
+			Check: func() error {
 				if c.Limits.InFlightBytes < webhook.MaxReviewBytes {
 					return fmt.Errorf("want at least %d (7Mi), the largest review, or that review could never be answered", webhook.MaxReviewBytes)
 				}
 				return nil
 			}},
-		flag{name: "max-connections", value: intValue(&c.MaxConnections),
-			usage: "webhook connections open at once; a new one beyond closes an idle, else a pending, one of the peer holding the most, or is refused when all are in a request",
-			check: inRange(&c.MaxConnections, minConnections, maxConnections, "")},
-		flag{name: "max-pending-connections", value: intValue(&c.MaxPendingConnections),
-			usage: "webhook connections that have not sent a whole request yet (in the TLS handshake or sending their first request's headers); a new one beyond closes the oldest of the peer holding the most; fewer than --max-connections",
-			check: func() error {
-				if inRange(&c.MaxConnections, minConnections, maxConnections, "")() != nil {
+		flags.Flag{Name: "max-connections", Value: flags.Int(&c.MaxConnections),
+			Usage: "webhook connections open at once; a new one beyond closes an idle, else a pending, one of the peer holding the most, or is refused when all are in a request",
+			Check: flags.InRange(&c.MaxConnections, minConnections, maxConnections, "")},
+		flags.Flag{Name: "max-pending-connections", Value: flags.Int(&c.MaxPendingConnections),
+			Usage: "webhook connections that have not sent a whole request yet (in the TLS handshake or sending their first request's headers); a new one beyond closes the oldest of the peer holding the most; fewer than --max-connections",
+			Check: func() error {
+				if flags.InRange(&c.MaxConnections, minConnections, maxConnections, "")() != nil {
 					// --max-connections says what is wrong with it.
-					return inRange(&c.MaxPendingConnections, 1, maxConnections-1, "")()
+					return flags.InRange(&c.MaxPendingConnections, 1, maxConnections-1, "")()
 				}
 				if c.MaxPendingConnections < 1 || c.MaxPendingConnections >= c.MaxConnections {
 					return fmt.Errorf("want 1 to %d, fewer than --max-connections=%d, so that kept-alive connections always have room", c.MaxConnections-1, c.MaxConnections)
 				}
 				return nil
 			}},
-		flag{name: "enable-http2", value: boolValue(&c.EnableHTTP2), noOptDefVal: "true",
-			usage: "serve the webhooks over HTTP/2 as well as HTTP/1.1 (off: HTTP/2 rapid-reset CVEs)"},
+		flags.Flag{Name: "enable-http2", Value: flags.Bool(&c.EnableHTTP2), NoOptDefVal: "true",
+			Usage: "serve the webhooks over HTTP/2 as well as HTTP/1.1 (off: HTTP/2 rapid-reset CVEs)"},
 	)
 }
 
@@ -235,41 +235,32 @@ func (c Config) Certs() certs.Config {
 }
 
 // ObserverFlags are the flags of `webhook observe`, bound to c.
-func ObserverFlags(c *observer.Config) Flags {
-	return Flags{
-		metricsAddressFlag(&c.MetricsBindAddress),
-		healthAddressFlag(&c.HealthProbeBindAddress),
-		{name: "leader-elect", value: boolValue(&c.LeaderElection), noOptDefVal: "true",
-			usage: "observe from one replica at a time (a Lease in --namespace)"},
-		{name: "namespace", value: stringValue(&c.Namespace),
-			usage: "graceguard's own namespace, for the leader election Lease; its Pods are never observed (default $POD_NAMESPACE)",
-			check: func() error {
+func ObserverFlags(c *observer.Config) flags.Flags {
+	return flags.Flags{
+		flags.MetricsAddress(&c.MetricsBindAddress),
+		flags.HealthAddress(&c.HealthProbeBindAddress),
+		{Name: "leader-elect", Value: flags.Bool(&c.LeaderElection), NoOptDefVal: "true",
+			Usage: "observe from one replica at a time (a Lease in --namespace)"},
+		{Name: "namespace", Value: flags.String(&c.Namespace),
+			Usage: "graceguard's own namespace, for the leader election Lease; its Pods are never observed (default $POD_NAMESPACE)",
+			Check: func() error {
 				if c.LeaderElection && c.Namespace == "" {
 					return errors.New("required with --leader-elect (the Lease's namespace; default $POD_NAMESPACE)")
 				}
 				return nil
 			}},
-		{name: "flush-interval", value: goDurationValue(&c.FlushInterval),
-			usage: "gather a workload's samples this long before writing its ShutdownReport (one write per workload and interval)",
-			check: func() error {
+		{Name: "flush-interval", Value: flags.GoDuration(&c.FlushInterval),
+			Usage: "gather a workload's samples this long before writing its ShutdownReport (one write per workload and interval)",
+			Check: func() error {
 				if c.FlushInterval < 10*time.Millisecond || c.FlushInterval > 10*time.Minute {
 					return errors.New("want 10ms to 10m")
 				}
 				return nil
 			}},
-		{name: "excluded-namespaces", value: &listValue{p: &c.ExcludedNamespaces},
-			usage: "namespaces whose Pods are never observed, whatever their labels: the webhook's --excluded-namespaces"},
-		minSamplesFlag(&c.MinSamples),
-		{name: "metrics-namespace-label", value: boolValue(&c.NamespaceLabel), noOptDefVal: "true",
-			usage: "label the observed-shutdown metrics with the namespace (one series per namespace with treated Pods)"},
+		{Name: "excluded-namespaces", Value: flags.List(&c.ExcludedNamespaces),
+			Usage: "namespaces whose Pods are never observed, whatever their labels: the webhook's --excluded-namespaces"},
+		flags.MinSamples(&c.MinSamples),
+		{Name: "metrics-namespace-label", Value: flags.Bool(&c.NamespaceLabel), NoOptDefVal: "true",
+			Usage: "label the observed-shutdown metrics with the namespace (one series per namespace with treated Pods)"},
 	}
-}
-
-// MinSamples is --min-samples: the observer's, and the kubectl plugin's
-// recommend.
-func MinSamples(n *int) Flags { return Flags{minSamplesFlag(n)} }
-
-func minSamplesFlag(n *int) flag {
-	return flag{name: "min-samples", value: intValue(n), usage: "samples a recommendation needs when no Pod was killed",
-		check: inRange(n, 1, v1alpha1.MaxSamples, fmt.Sprintf(" (a report keeps %d samples)", v1alpha1.MaxSamples))}
 }

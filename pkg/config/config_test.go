@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/graceguard/graceguard/pkg/budget"
+	"github.com/graceguard/graceguard/pkg/flags"
 	"github.com/graceguard/graceguard/pkg/mutate"
 	"github.com/graceguard/graceguard/pkg/observer"
 )
@@ -34,7 +35,7 @@ func TestDefaultsAreValid(t *testing.T) {
 	if err := ObserverFlags(&o).Validate(); err != nil {
 		t.Fatalf("the observer's defaults: %v", err)
 	}
-	if err := ValidateOptions(mutate.DefaultOptions()); err != nil {
+	if err := flags.ValidateOptions(mutate.DefaultOptions()); err != nil {
 		t.Fatalf("the cluster defaults: %v", err)
 	}
 }
@@ -161,13 +162,13 @@ func TestObserverFlags(t *testing.T) {
 func TestEveryFlagHasHelpAndAUniqueName(t *testing.T) {
 	c := Default()
 	o := observer.Default()
-	for _, fl := range []Flags{c.Flags(), ObserverFlags(&o)} {
+	for _, fl := range []flags.Flags{c.Flags(), ObserverFlags(&o)} {
 		seen := map[string]bool{}
 		for _, f := range fl {
-			if f.usage == "" || seen[f.name] {
-				t.Errorf("--%s: usage %q, seen before: %v", f.name, f.usage, seen[f.name])
+			if f.Usage == "" || seen[f.Name] {
+				t.Errorf("--%s: usage %q, seen before: %v", f.Name, f.Usage, seen[f.Name])
 			}
-			seen[f.name] = true
+			seen[f.Name] = true
 		}
 	}
 }
@@ -176,19 +177,19 @@ func TestDefaultFlagNamesTheFlagOfEachTerm(t *testing.T) {
 	c := Default()
 	fl := c.Flags()
 	for _, term := range budget.Terms {
-		name := strings.TrimPrefix(DefaultFlag(term), "--")
-		fl.lookup(name) // panics if there is none
+		name := strings.TrimPrefix(flags.DefaultFlag(term), "--")
+		lookup(fl, name) // panics if there is none
 	}
-	if DefaultFlag(budget.Work) != "--default-max-work" {
-		t.Errorf("DefaultFlag(work) = %s", DefaultFlag(budget.Work))
+	if flags.DefaultFlag(budget.Work) != "--default-max-work" {
+		t.Errorf("flags.DefaultFlag(work) = %s", flags.DefaultFlag(budget.Work))
 	}
-	fl.lookup(strings.TrimPrefix(DefaultProfileFlag, "--"))
+	lookup(fl, strings.TrimPrefix(flags.DefaultProfileFlag, "--"))
 }
 
 // lookup returns the flag named name; it panics for a name no flag has.
-func (fl Flags) lookup(name string) flag {
+func lookup(fl flags.Flags, name string) flags.Flag {
 	for _, f := range fl {
-		if f.name == name {
+		if f.Name == name {
 			return f
 		}
 	}

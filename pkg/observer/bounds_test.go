@@ -12,6 +12,7 @@ import (
 	"github.com/graceguard/graceguard/pkg/api/v1alpha1"
 	"github.com/graceguard/graceguard/pkg/budget"
 	"github.com/graceguard/graceguard/pkg/mutate"
+	"github.com/graceguard/graceguard/pkg/shutdownreport"
 )
 
 // longestBudget is the longest budget that parses, as the observer writes it.
@@ -53,12 +54,12 @@ func TestTheWorstReportIsBounded(t *testing.T) {
 	for i := range v1alpha1.MaxSamples {
 		samples = append(samples, worstSample(t, i))
 	}
-	Add(&st, samples, DefaultMinSamples)
+	shutdownreport.Add(&st, samples, shutdownreport.DefaultMinSamples)
 	long := func(c byte, n int) string { return strings.Repeat(string(c), n) }
 	wl := workload{APIVersion: long('g', 253) + "/" + long('v', 63), Kind: long('K', 63), Name: long('w', 253), UID: "0f6ad2c4-8b0e-4b6e-9d55-7b1f0e0c1a2b"}
 	r := &v1alpha1.ShutdownReport{
 		TypeMeta: metav1.TypeMeta{APIVersion: "graceguard.io/v1alpha1", Kind: "ShutdownReport"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: long('n', 63), Name: ReportName(wl.Kind, wl.Name),
+		ObjectMeta: metav1.ObjectMeta{Namespace: long('n', 63), Name: v1alpha1.ReportName(wl.Kind, wl.Name),
 			Labels:          map[string]string{"app.kubernetes.io/managed-by": "graceguard"},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: wl.APIVersion, Kind: wl.Kind, Name: wl.Name, UID: wl.UID}}},
 		Spec:   v1alpha1.ShutdownReportSpec{Workload: wl.ref()},
@@ -88,7 +89,7 @@ func TestTheWorstReportIsBounded(t *testing.T) {
 		}
 		ord.Samples = append(ord.Samples, s)
 	}
-	Add(&ord, nil, DefaultMinSamples)
+	shutdownreport.Add(&ord, nil, shutdownreport.DefaultMinSamples)
 	rep := *r
 	rep.Namespace, rep.Name, rep.OwnerReferences = "shop", "deployment-web", []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: wl.UID}}
 	rep.Spec.Workload = v1alpha1.WorkloadReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}
@@ -136,7 +137,7 @@ func TestTheRecommendationsReasonIsBounded(t *testing.T) {
 		{{Outcome: v1alpha1.OutcomeKilled, DrainSeconds: maxUnix - minUnix}, {Outcome: v1alpha1.OutcomeExited, DrainSeconds: maxUnix - minUnix - 1}},
 	} {
 		for n := 1; n <= v1alpha1.MaxSamples; n++ {
-			_, rec := Summarize(samples, n)
+			_, rec := shutdownreport.Summarize(samples, n)
 			longest = max(longest, len(rec.Reason))
 		}
 	}
@@ -150,9 +151,9 @@ func TestAddBoundsSamplesWrittenBeforeTheBounds(t *testing.T) {
 	old := v1alpha1.Sample{Pod: strings.Repeat("p", 253), Container: "app", Reason: strings.Repeat("R", 100), Budget: strings.Repeat("b", 250<<10),
 		Outcome: v1alpha1.OutcomeExited, Deleted: metav1.NewTime(t0)}
 	st := v1alpha1.ShutdownReportStatus{Samples: []v1alpha1.Sample{old}}
-	Add(&st, []v1alpha1.Sample{{Pod: "web-1", Container: "app", Outcome: v1alpha1.OutcomeExited, Deleted: metav1.NewTime(at(1)), Budget: budget15}}, DefaultMinSamples)
+	shutdownreport.Add(&st, []v1alpha1.Sample{{Pod: "web-1", Container: "app", Outcome: v1alpha1.OutcomeExited, Deleted: metav1.NewTime(at(1)), Budget: budget15}}, shutdownreport.DefaultMinSamples)
 	checkBounds(t, st)
-	if got := st.Samples[0].Pod; got != sampleName(old.Pod) || len(got) != v1alpha1.MaxPodNameLength || got == sampleName(old.Pod+"x") {
+	if got := st.Samples[0].Pod; got != shutdownreport.SampleName(old.Pod) || len(got) != v1alpha1.MaxPodNameLength || got == shutdownreport.SampleName(old.Pod+"x") {
 		t.Errorf("a long Pod name becomes %q: want it cut to 63 bytes, distinct by its hash", got)
 	}
 	if st.Samples[0].Budget != "" || st.Summary.Budget != budget15 {
@@ -180,7 +181,7 @@ func TestEventNotes(t *testing.T) {
 	if got, want := killedNote("shop", "21s", one), "1 Pod SIGKILLed at the end of 15s grace after draining 10s (web-1 container app); budget "+budget15+"; recommended max-work 21s: kubectl graceguard recommend -n shop"; got != want {
 		t.Errorf("note\n%s\nwant\n%s", got, want)
 	}
-	if got := cut(strings.Repeat("é", 600), maxNote); len(got) > maxNote || !strings.HasSuffix(got, "é") {
+	if got := shutdownreport.Cut(strings.Repeat("é", 600), maxNote); len(got) > maxNote || !strings.HasSuffix(got, "é") {
 		t.Errorf("cut to %d bytes: %d bytes, ending %q", maxNote, len(got), got[len(got)-2:])
 	}
 }

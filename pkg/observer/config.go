@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/graceguard/graceguard/pkg/mutate"
+	"github.com/graceguard/graceguard/pkg/shutdownreport"
 )
 
 // Config is everything the observer process needs; its flags are
@@ -43,7 +44,7 @@ func Default() Config {
 		LeaderElection:         true,
 		Namespace:              os.Getenv("POD_NAMESPACE"),
 		FlushInterval:          10 * time.Second,
-		MinSamples:             DefaultMinSamples,
+		MinSamples:             shutdownreport.DefaultMinSamples,
 		ExcludedNamespaces:     mutate.DefaultOptions().ExcludedNamespaces,
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/graceguard/graceguard/pkg/api/v1alpha1"
+	"github.com/graceguard/graceguard/pkg/shutdownreport"
 )
 
 // Event reasons the observer records on workloads.
@@ -411,7 +412,7 @@ func (o *observer) verdict(ctx context.Context, k owner) (verdict, error) {
 // record adds samples to the workload's report, creating it (owned by the
 // workload, so it is garbage-collected with it) when there is none.
 func (o *observer) record(ctx context.Context, ns string, wl workload, samples []v1alpha1.Sample) (*v1alpha1.ShutdownReport, error) {
-	name := ReportName(wl.Kind, wl.Name)
+	name := v1alpha1.ReportName(wl.Kind, wl.Name)
 	var out *v1alpha1.ShutdownReport
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		r := &v1alpha1.ShutdownReport{}
@@ -433,7 +434,7 @@ func (o *observer) record(ctx context.Context, ns string, wl workload, samples [
 		} else if err != nil {
 			return err
 		}
-		Add(&r.Status, samples, o.cfg.MinSamples)
+		shutdownreport.Add(&r.Status, samples, o.cfg.MinSamples)
 		if err := o.writer.Status().Update(ctx, r); err != nil {
 			return err
 		}
@@ -478,14 +479,14 @@ const maxNote = 1000
 // killedNote says how many Pods were SIGKILLed, after what, and what to do.
 func killedNote(ns, recommended string, killed []v1alpha1.Sample) string {
 	last := killed[len(killed)-1]
-	return cut(fmt.Sprintf("%s SIGKILLed at the end of %ds grace after draining %ds (%s); budget %s; recommended max-work %s: %s",
+	return shutdownreport.Cut(fmt.Sprintf("%s SIGKILLed at the end of %ds grace after draining %ds (%s); budget %s; recommended max-work %s: %s",
 		podCount(len(killed)), last.GraceSeconds, last.DrainSeconds, podNames(killed), budgetOrNone(last.Budget), recommended, hint(ns)), maxNote)
 }
 
 // failedNote says which Pods' preStop hooks failed, and what to do.
 func failedNote(ns string, failed []v1alpha1.Sample) string {
 	last := failed[len(failed)-1]
-	return cut(fmt.Sprintf("preStop hook failed in %s (%s): SIGTERM came at once, before the routing delay; budget %s; fix the hook (graceguard.io/prestop: sleep needs no binary in the image): %s",
+	return shutdownreport.Cut(fmt.Sprintf("preStop hook failed in %s (%s): SIGTERM came at once, before the routing delay; budget %s; fix the hook (graceguard.io/prestop: sleep needs no binary in the image): %s",
 		podCount(len(failed)), podNames(failed), budgetOrNone(last.Budget), hint(ns)), maxNote)
 }
 

@@ -3,7 +3,6 @@ package observer
 import (
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,6 +11,7 @@ import (
 	"github.com/graceguard/graceguard/pkg/api/v1alpha1"
 	"github.com/graceguard/graceguard/pkg/budget"
 	"github.com/graceguard/graceguard/pkg/mutate"
+	"github.com/graceguard/graceguard/pkg/shutdownreport"
 )
 
 // Bounds of what the observer keeps of a Pod. Kubernetes' own limits where
@@ -220,7 +220,7 @@ func treatedContainers(p *corev1.Pod) (_ []container, tooMany bool) {
 			if t := st.State.Terminated; t != nil && !t.FinishedAt.IsZero() {
 				k := &out[j]
 				k.exited, k.finishedAt, k.exitCode = true, clampUnix(t.FinishedAt.Unix()), t.ExitCode
-				k.reason, k.oomKilled = strings.Clone(cut(t.Reason, v1alpha1.MaxReasonLength)), t.Reason == "OOMKilled"
+				k.reason, k.oomKilled = strings.Clone(shutdownreport.Cut(t.Reason, v1alpha1.MaxReasonLength)), t.Reason == "OOMKilled"
 			}
 		}
 	}
@@ -246,17 +246,6 @@ func hookLength(h *corev1.LifecycleHandler) (time.Duration, bool) {
 		}
 	}
 	return mutate.PreStopLength(h)
-}
-
-// cut returns s, or its first n bytes ending on a whole UTF-8 character.
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // Unix seconds of 1970-01-01 and 9999-12-31T23:59:59Z: the times a sample

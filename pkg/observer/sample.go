@@ -7,6 +7,7 @@ import (
 
 	"github.com/graceguard/graceguard/pkg/api/v1alpha1"
 	"github.com/graceguard/graceguard/pkg/budget"
+	"github.com/graceguard/graceguard/pkg/shutdownreport"
 )
 
 // Deletion is what the observer saw of a Pod's deletion while the Pod
@@ -118,7 +119,7 @@ func observe(r *record, del Deletion, hooks []HookFailure) (v1alpha1.Sample, Ski
 			}
 		}
 		smp := v1alpha1.Sample{
-			Pod:              sampleName(r.name),
+			Pod:              shutdownreport.SampleName(r.name),
 			Container:        c.name,
 			Deleted:          metav1.NewTime(unixTime(requested)),
 			GraceSeconds:     del.Grace,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/graceguard/graceguard/pkg/api/v1alpha1"
 	"github.com/graceguard/graceguard/pkg/mutate"
+	"github.com/graceguard/graceguard/pkg/shutdownreport"
 )
 
 var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
@@ -229,8 +230,8 @@ func TestReportKeepsTheLastFiftySamplesAndCountsAll(t *testing.T) {
 		}
 		batch = append(batch, s)
 	}
-	Add(&st, batch[:30], DefaultMinSamples)
-	Add(&st, batch[30:], DefaultMinSamples)
+	shutdownreport.Add(&st, batch[:30], shutdownreport.DefaultMinSamples)
+	shutdownreport.Add(&st, batch[30:], shutdownreport.DefaultMinSamples)
 	if st.Observed != 60 || st.KillsObserved != 3 || len(st.Samples) != v1alpha1.MaxSamples {
 		t.Fatalf("observed %d, kills %d, samples %d; want 60, 3, 50", st.Observed, st.KillsObserved, len(st.Samples))
 	}
@@ -249,12 +250,12 @@ func TestReportKeepsTheLastFiftySamplesAndCountsAll(t *testing.T) {
 }
 
 func TestReportName(t *testing.T) {
-	if n := ReportName("Deployment", "web"); n != "deployment-web" {
+	if n := v1alpha1.ReportName("Deployment", "web"); n != "deployment-web" {
 		t.Errorf("ReportName = %q", n)
 	}
 	long := strings.Repeat("a", 250)
-	n := ReportName("StatefulSet", long)
-	if len(n) > 253 || !strings.HasPrefix(n, "statefulset-aaa") || n == ReportName("StatefulSet", long+"b") {
+	n := v1alpha1.ReportName("StatefulSet", long)
+	if len(n) > 253 || !strings.HasPrefix(n, "statefulset-aaa") || n == v1alpha1.ReportName("StatefulSet", long+"b") {
 		t.Errorf("long name %q (%d chars) must be cut to 253 with a distinguishing hash", n, len(n))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/graceguard/graceguard/pkg/config"
+	ggflags "github.com/graceguard/graceguard/pkg/flags"
 	"github.com/graceguard/graceguard/pkg/observer"
 )
 
@@ -42,7 +43,7 @@ func TestRenderedArgumentsAreValidFlags(t *testing.T) {
 	}
 }
 
-func parseArgs(t *testing.T, what string, fl config.Flags, args []string) {
+func parseArgs(t *testing.T, what string, fl ggflags.Flags, args []string) {
 	t.Helper()
 	if err := flagsErr(fl, args); err != nil {
 		t.Errorf("%s: %v (args %q)", what, err, args)
@@ -51,7 +52,7 @@ func parseArgs(t *testing.T, what string, fl config.Flags, args []string) {
 
 // flagsErr is what the webhook binary says of args: a flag it does not
 // know, a value it cannot parse, or one its validation refuses.
-func flagsErr(fl config.Flags, args []string) error {
+func flagsErr(fl ggflags.Flags, args []string) error {
 	fs := pflag.NewFlagSet("webhook", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fl.Bind(fs)

@@ -1,4 +1,4 @@
-package config
+package flags
 
 import (
 	"errors"
@@ -18,28 +18,28 @@ import (
 // flag is one command-line flag: its name, its help, the value it fills
 // and the rule that value must meet once every flag is parsed. The name is
 // spelled here and nowhere else: errors, help and the rule all read it.
-type flag struct {
-	name  string
-	usage string
-	value pflag.Value
+type Flag struct {
+	Name  string
+	Usage string
+	Value pflag.Value
 	// check says what is wrong with the value, and what is accepted, or
 	// returns nil. It may read other flags' values (a required Secret
 	// name in self-managed mode, a cap the defaults must fit).
-	check func() error
+	Check func() error
 	// noOptDefVal is the value of the flag given without one (booleans).
-	noOptDefVal string
+	NoOptDefVal string
 }
 
 // Flags are the flags of one command, bound to the configuration they
 // fill: Bind registers them, Validate checks every value after parsing.
-type Flags []flag
+type Flags []Flag
 
 // Bind registers the flags on fs, with the configuration's current values
 // as their defaults.
 func (fl Flags) Bind(fs *pflag.FlagSet) {
 	for _, f := range fl {
-		pf := fs.VarPF(f.value, f.name, "", f.usage)
-		pf.NoOptDefVal = f.noOptDefVal
+		pf := fs.VarPF(f.Value, f.Name, "", f.Usage)
+		pf.NoOptDefVal = f.NoOptDefVal
 	}
 }
 
@@ -48,14 +48,14 @@ func (fl Flags) Bind(fs *pflag.FlagSet) {
 func (fl Flags) Validate() error {
 	var errs []error
 	for _, f := range fl {
-		if f.check == nil {
+		if f.Check == nil {
 			continue
 		}
-		if err := f.check(); err != nil {
-			if v := f.value.String(); v != "" {
-				errs = append(errs, fmt.Errorf("--%s=%s: %w", f.name, v, err))
+		if err := f.Check(); err != nil {
+			if v := f.Value.String(); v != "" {
+				errs = append(errs, fmt.Errorf("--%s=%s: %w", f.Name, v, err))
 			} else {
-				errs = append(errs, fmt.Errorf("--%s: %w", f.name, err))
+				errs = append(errs, fmt.Errorf("--%s: %w", f.Name, err))
 			}
 		}
 	}
@@ -64,7 +64,7 @@ func (fl Flags) Validate() error {
 
 // value is a pflag.Value over a field of a configuration: parse reads a
 // flag's text, format prints the field (help defaults, errors), and
-// after, when set, runs once the field holds the new value: its error
+// after, when set, runs once the field holds the new Value: its error
 // restores the old one and refuses the flag.
 type value[T any] struct {
 	p      *T
@@ -105,15 +105,15 @@ func (v value[T]) then(after func() error) value[T] {
 
 func (v value[T]) Type() string { return v.typ }
 
-func stringValue(p *string) value[string] {
+func String(p *string) value[string] {
 	return value[string]{p, func(s string) (string, error) { return s, nil }, func(s string) string { return s }, "string", nil}
 }
 
-func boolValue(p *bool) value[bool] {
+func Bool(p *bool) value[bool] {
 	return value[bool]{p, strconv.ParseBool, strconv.FormatBool, "bool", nil}
 }
 
-func intValue[T int | int64](p *T) value[T] {
+func Int[T int | int64](p *T) value[T] {
 	return value[T]{p, func(s string) (T, error) {
 		n, err := strconv.ParseInt(s, 0, 64)
 		if err != nil {
@@ -125,12 +125,12 @@ func intValue[T int | int64](p *T) value[T] {
 
 // durationValue accepts what annotations accept (budget.ParseDuration):
 // Go durations or bare whole seconds, within 0..1h.
-func durationValue(p *time.Duration) value[time.Duration] {
+func Duration(p *time.Duration) value[time.Duration] {
 	return value[time.Duration]{p, budget.ParseDuration, budget.Format, "duration", nil}
 }
 
 // goDurationValue accepts a Go duration only, as time.ParseDuration does.
-func goDurationValue(p *time.Duration) value[time.Duration] {
+func GoDuration(p *time.Duration) value[time.Duration] {
 	return value[time.Duration]{p, func(s string) (time.Duration, error) {
 		d, err := time.ParseDuration(s)
 		if err != nil {
@@ -141,7 +141,7 @@ func goDurationValue(p *time.Duration) value[time.Duration] {
 }
 
 // bytesValue is a byte count in Kubernetes quantity notation: 16Mi, 16777216.
-func bytesValue(p *int64) value[int64] {
+func Bytes(p *int64) value[int64] {
 	return value[int64]{p, func(s string) (int64, error) {
 		q, err := resource.ParseQuantity(s)
 		if err != nil {
@@ -158,10 +158,10 @@ func bytesValue(p *int64) value[int64] {
 // ChoiceValue is a flag limited to a fixed set of words; the kubectl
 // plugin's flags use it too.
 func ChoiceValue[T ~string](p *T, choices ...T) pflag.Value {
-	return choiceValue(p, choices)
+	return choice(p, choices)
 }
 
-func choiceValue[T ~string](p *T, choices []T) value[T] {
+func choice[T ~string](p *T, choices []T) value[T] {
 	names := make([]string, len(choices))
 	for i, c := range choices {
 		names[i] = string(c)
@@ -204,8 +204,11 @@ func (v *listValue) Set(s string) error {
 
 func (v *listValue) Type() string { return "strings" }
 
+// List is a comma-separated list of strings filling p.
+func List(p *[]string) pflag.Value { return &listValue{p: p} }
+
 // between checks that a duration is within [lo, hi].
-func between(d *time.Duration, lo, hi time.Duration) func() error {
+func Between(d *time.Duration, lo, hi time.Duration) func() error {
 	return func() error {
 		if *d < lo || *d > hi {
 			return fmt.Errorf("want %s to %s", budget.Format(lo), budget.Format(hi))
@@ -215,7 +218,7 @@ func between(d *time.Duration, lo, hi time.Duration) func() error {
 }
 
 // inRange checks that a number is within [lo, hi].
-func inRange[T int | int64](n *T, lo, hi T, why string) func() error {
+func InRange[T int | int64](n *T, lo, hi T, why string) func() error {
 	return func() error {
 		if *n < lo || *n > hi {
 			return fmt.Errorf("want %d to %d%s", lo, hi, why)
@@ -226,9 +229,9 @@ func inRange[T int | int64](n *T, lo, hi T, why string) func() error {
 
 // The address flags the webhook and the observer share.
 
-func metricsAddressFlag(p *string) flag {
-	return flag{name: "metrics-bind-address", value: stringValue(p), usage: `address of Prometheus /metrics ("0" disables it)`,
-		check: func() error {
+func MetricsAddress(p *string) Flag {
+	return Flag{Name: "metrics-bind-address", Value: String(p), Usage: `address of Prometheus /metrics ("0" disables it)`,
+		Check: func() error {
 			if *p == "0" {
 				return nil
 			}
@@ -239,9 +242,9 @@ func metricsAddressFlag(p *string) flag {
 		}}
 }
 
-func healthAddressFlag(p *string) flag {
-	return flag{name: "health-probe-bind-address", value: stringValue(p), usage: "address of /healthz and /readyz",
-		check: func() error {
+func HealthAddress(p *string) Flag {
+	return Flag{Name: "health-probe-bind-address", Value: String(p), Usage: "address of /healthz and /readyz",
+		Check: func() error {
 			if err := checkAddr(*p); err != nil {
 				return fmt.Errorf("%v; want host:port or :port", err)
 			}

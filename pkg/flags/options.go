@@ -1,4 +1,4 @@
-package config
+package flags
 
 import (
 	"errors"
@@ -10,16 +10,17 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/graceguard/graceguard/pkg/api/v1alpha1"
 	"github.com/graceguard/graceguard/pkg/budget"
 	"github.com/graceguard/graceguard/pkg/mutate"
 )
 
 // BindOptions binds the cluster-default flags shared by the webhook and the
 // kubectl plugin.
-func BindOptions(fs *pflag.FlagSet, o *mutate.Options) { optionFlags(o).Bind(fs) }
+func BindOptions(fs *pflag.FlagSet, o *mutate.Options) { Options(o).Bind(fs) }
 
 // ValidateOptions checks the cluster defaults, naming each flag at fault.
-func ValidateOptions(o mutate.Options) error { return optionFlags(&o).Validate() }
+func ValidateOptions(o mutate.Options) error { return Options(&o).Validate() }
 
 // termFlags names the flag of each budget term's cluster default: the
 // annotation's name after "graceguard.io/", so a person who knows one
@@ -46,7 +47,7 @@ const (
 // DefaultProfileFlag is the flag naming the cluster's default routing profile.
 const DefaultProfileFlag = "--" + flagDefaultProfile
 
-func optionFlags(o *mutate.Options) Flags {
+func Options(o *mutate.Options) Flags {
 	if o.Profiles == nil {
 		o.Profiles = budget.BuiltinProfiles()
 	}
@@ -62,9 +63,9 @@ func optionFlags(o *mutate.Options) Flags {
 		{budget.Margin, &o.Defaults.Margin, "safety margin"},
 	} {
 		d := t.d
-		fl = append(fl, flag{name: termFlags[t.term], value: durationValue(d),
-			usage: t.what + " for Pods that set no " + mutate.KeyFor(t.term),
-			check: func() error {
+		fl = append(fl, Flag{Name: termFlags[t.term], Value: Duration(d),
+			Usage: t.what + " for Pods that set no " + mutate.KeyFor(t.term),
+			Check: func() error {
 				if *d < 0 || *d > budget.MaxTerm {
 					return errors.New("must be between 0 and 1h")
 				}
@@ -72,9 +73,9 @@ func optionFlags(o *mutate.Options) Flags {
 			}})
 	}
 	fl = append(fl,
-		flag{name: flagMaxGrace, value: durationValue(&o.MaxGrace),
-			usage: "largest grace period a budget may ask for (the cluster autoscaler's cap is 10m)",
-			check: func() error {
+		Flag{Name: flagMaxGrace, Value: Duration(&o.MaxGrace),
+			Usage: "largest grace period a budget may ask for (the cluster autoscaler's cap is 10m)",
+			Check: func() error {
 				if o.MaxGrace < time.Second {
 					return errors.New("must be at least 1s")
 				}
@@ -83,18 +84,18 @@ func optionFlags(o *mutate.Options) Flags {
 				}
 				return nil
 			}},
-		flag{name: "prestop-handler", value: choiceValue(&o.PreStop, mutate.PreStopHandlers),
-			usage: "default preStop hook: sleep (native sleep action), exec (sleep binary in the image) or none",
-			check: func() error { _, err := mutate.ParsePreStopHandler(string(o.PreStop)); return err }},
-		flag{name: "default-mode", value: choiceValue(&o.Mode, mutate.Modes),
-			usage: "mode of opted-in namespaces without a " + mutate.LabelMode + " label: enforce or warn",
-			check: func() error { _, err := mutate.ParseMode(string(o.Mode)); return err }},
-		flag{name: "excluded-namespaces", value: &listValue{p: &o.ExcludedNamespaces},
-			usage: "namespaces never touched, whatever their labels"},
-		flag{name: flagRoutingProfile, value: &profilesValue{o: o},
-			usage: "add a routing profile or replace a built-in one: " + budget.ProfileSpecForm +
+		Flag{Name: "prestop-handler", Value: choice(&o.PreStop, mutate.PreStopHandlers),
+			Usage: "default preStop hook: sleep (native sleep action), exec (sleep binary in the image) or none",
+			Check: func() error { _, err := mutate.ParsePreStopHandler(string(o.PreStop)); return err }},
+		Flag{Name: "default-mode", Value: choice(&o.Mode, mutate.Modes),
+			Usage: "mode of opted-in namespaces without a " + mutate.LabelMode + " label: enforce or warn",
+			Check: func() error { _, err := mutate.ParseMode(string(o.Mode)); return err }},
+		Flag{Name: "excluded-namespaces", Value: List(&o.ExcludedNamespaces),
+			Usage: "namespaces never touched, whatever their labels"},
+		Flag{Name: flagRoutingProfile, Value: &profilesValue{o: o},
+			Usage: "add a routing profile or replace a built-in one: " + budget.ProfileSpecForm +
 				" (repeatable; built-in: " + strings.Join(budget.ProfileNames(budget.BuiltinProfiles()), ", ") + ")",
-			check: func() error {
+			Check: func() error {
 				seen := map[string]bool{}
 				for _, p := range o.Profiles {
 					if err := p.Validate(); err != nil {
@@ -107,9 +108,9 @@ func optionFlags(o *mutate.Options) Flags {
 				}
 				return nil
 			}},
-		flag{name: flagDefaultProfile, value: stringValue(&o.DefaultProfile),
-			usage: "routing profile of Pods whose annotations and namespace name none (replaces --" + termFlags[budget.Routing] + " for them)",
-			check: func() error {
+		Flag{Name: flagDefaultProfile, Value: String(&o.DefaultProfile),
+			Usage: "routing profile of Pods whose annotations and namespace name none (replaces --" + termFlags[budget.Routing] + " for them)",
+			Check: func() error {
 				if o.DefaultProfile == "" {
 					return nil
 				}
@@ -211,18 +212,18 @@ func ceilingFlags(o *mutate.Options) Flags {
 	}
 	actions := []string{ActionWarn, ActionDeny}
 	return Flags{
-		{name: flagKarpenter, value: limitValue(&c.karpenter).then(c.sync),
-			usage: "ceiling: the Karpenter NodePools' terminationGracePeriod (the shortest); Karpenter deletes Pods so they end by then. 0 disables",
-			check: notNegative(mutate.CeilingKarpenter)},
-		{name: "karpenter-ceiling-action", value: choiceValue(&c.karpenterAction, actions).then(c.sync),
-			usage: "warn or deny Pods whose budget needs more than --" + flagKarpenter},
-		{name: flagShutdown, value: limitValue(&c.shutdown).then(c.sync),
-			usage: "ceiling: the kubelets' shutdownGracePeriod (graceful node shutdown); regular Pods get it minus --" + flagShutdownCritical + ". 0 disables",
-			check: notNegative(mutate.CeilingNodeShutdown)},
-		{name: flagShutdownCritical, value: limitValue(&c.critical).then(c.sync),
-			usage: "the kubelets' shutdownGracePeriodCriticalPods, kept from regular Pods during a graceful node shutdown"},
-		{name: "node-shutdown-ceiling-action", value: choiceValue(&c.shutdownAction, actions).then(c.sync),
-			usage: "warn or deny Pods whose budget needs more than regular Pods get in a graceful node shutdown"},
+		{Name: flagKarpenter, Value: limitValue(&c.karpenter).then(c.sync),
+			Usage: "ceiling: the Karpenter NodePools' terminationGracePeriod (the shortest); Karpenter deletes Pods so they end by then. 0 disables",
+			Check: notNegative(mutate.CeilingKarpenter)},
+		{Name: "karpenter-ceiling-action", Value: choice(&c.karpenterAction, actions).then(c.sync),
+			Usage: "warn or deny Pods whose budget needs more than --" + flagKarpenter},
+		{Name: flagShutdown, Value: limitValue(&c.shutdown).then(c.sync),
+			Usage: "ceiling: the kubelets' shutdownGracePeriod (graceful node shutdown); regular Pods get it minus --" + flagShutdownCritical + ". 0 disables",
+			Check: notNegative(mutate.CeilingNodeShutdown)},
+		{Name: flagShutdownCritical, Value: limitValue(&c.critical).then(c.sync),
+			Usage: "the kubelets' shutdownGracePeriodCriticalPods, kept from regular Pods during a graceful node shutdown"},
+		{Name: "node-shutdown-ceiling-action", Value: choice(&c.shutdownAction, actions).then(c.sync),
+			Usage: "warn or deny Pods whose budget needs more than regular Pods get in a graceful node shutdown"},
 	}
 }
 
@@ -259,4 +260,11 @@ func limitValue(p *time.Duration) value[time.Duration] {
 		}
 		return 0, fmt.Errorf("%q is not a duration from 0 to 720h; want a Go duration (30s, 10m, 48h) or whole seconds (30)", s)
 	}, budget.Format, "duration", nil}
+}
+
+// MinSamples is --min-samples: the observer's, and the kubectl plugin's
+// recommend.
+func MinSamples(n *int) Flag {
+	return Flag{Name: "min-samples", Value: Int(n), Usage: "samples a recommendation needs when no Pod was killed",
+		Check: InRange(n, 1, v1alpha1.MaxSamples, fmt.Sprintf(" (a report keeps %d samples)", v1alpha1.MaxSamples))}
 }

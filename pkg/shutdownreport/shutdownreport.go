@@ -1,7 +1,15 @@
-package observer
+// Package shutdownreport is what a ShutdownReport says, apart from any
+// cluster: samples kept within the CRD's bounds, the window, the summary
+// and the recommendation. The observer writes reports with it; the kubectl
+// plugin reads them with it.
+package shutdownreport
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/graceguard/graceguard/pkg/api/v1alpha1"
 	"github.com/graceguard/graceguard/pkg/budget"
@@ -35,11 +43,11 @@ func Add(st *v1alpha1.ShutdownReportStatus, samples []v1alpha1.Sample, minSample
 		st.Samples = append([]v1alpha1.Sample(nil), st.Samples[n-v1alpha1.MaxSamples:]...)
 	}
 	for i := range st.Samples {
-		st.Samples[i] = bounded(st.Samples[i])
+		st.Samples[i] = Bounded(st.Samples[i])
 	}
 	st.Summary, st.Recommendation = Summarize(st.Samples, minSamples)
 	if r := st.Recommendation; r != nil {
-		r.Reason = cut(r.Reason, v1alpha1.MaxMessageLength)
+		r.Reason = Cut(r.Reason, v1alpha1.MaxMessageLength)
 	}
 }
 
@@ -105,5 +113,38 @@ func Summarize(samples []v1alpha1.Sample, minSamples int) (v1alpha1.Summary, *v1
 	return sum, rec
 }
 
-// ReportName is the name of a workload's report (v1alpha1.ReportName).
-func ReportName(kind, name string) string { return v1alpha1.ReportName(kind, name) }
+// SampleName is a Pod's name as a sample records it: as it is up to
+// v1alpha1.MaxPodNameLength bytes (every built-in controller's Pods), else
+// cut and ended in a hash of the whole, so that two long names stay apart.
+func SampleName(name string) string {
+	if len(name) <= v1alpha1.MaxPodNameLength {
+		return name
+	}
+	h := sha256.Sum256([]byte(name))
+	suffix := "-" + hex.EncodeToString(h[:])[:10]
+	return strings.TrimRight(name[:v1alpha1.MaxPodNameLength-len(suffix)], "-.") + suffix
+}
+
+// Bounded returns s within the bounds the CRD states. The observer makes
+// its samples so; reports written before those bounds may hold longer
+// values, and the API server would refuse the whole status with them.
+func Bounded(s v1alpha1.Sample) v1alpha1.Sample {
+	s.Pod = SampleName(s.Pod)
+	s.Container = Cut(s.Container, v1alpha1.MaxContainerNameLength)
+	s.Reason = Cut(s.Reason, v1alpha1.MaxReasonLength)
+	if len(s.Budget) > v1alpha1.MaxBudgetLength {
+		s.Budget = ""
+	}
+	return s
+}
+
+// Cut returns s, or its first n bytes ending on a whole UTF-8 character.
+func Cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
