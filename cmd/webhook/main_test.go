@@ -54,7 +54,7 @@ func TestRun(t *testing.T) {
 			name:     "an unknown default routing profile exits 2 naming the profiles there are",
 			args:     []string{"--routing-profile=corp-lb=45s", "--default-routing-profile=corp"},
 			wantCode: exitUsage,
-			wantOut:  []string{`--default-routing-profile=corp: no such profile; want one of kube-proxy, ingress-nginx, aws-alb-ip, aws-nlb-ip, gke-neg, azure-agic, istio-ambient, corp-lb`},
+			wantOut:  []string{`--default-routing-profile=corp: no such profile; want one of kube-proxy, ingress-nginx, aws-alb-ip, aws-nlb-ip, gke-neg, azure-agic, istio-ambient, envoy-gateway, istio-gateway, contour, corp-lb`},
 		},
 		{
 			name:     "a graceful node shutdown that leaves regular Pods nothing exits 2",

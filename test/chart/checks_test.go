@@ -149,7 +149,7 @@ func TestOtherCrossFieldChecks(t *testing.T) {
 		{"two servers on one port", "ports: {health: 9443}",
 			"ports.health: 9443 is also ports.webhook"},
 		{"a default routing profile that does not exist", "config: {defaultRoutingProfile: aws-nlb}",
-			`config.defaultRoutingProfile: "aws-nlb" is no routing profile; want one of aws-alb-ip, aws-nlb-ip, azure-agic, gke-neg, ingress-nginx, istio-ambient, kube-proxy (built in) or a key of config.routingProfiles`},
+			`config.defaultRoutingProfile: "aws-nlb" is no routing profile; want one of aws-alb-ip, aws-nlb-ip, azure-agic, contour, envoy-gateway, gke-neg, ingress-nginx, istio-ambient, istio-gateway, kube-proxy (built in) or a key of config.routingProfiles`},
 		{"a default routing profile whose Pods need more than the cap", "config: {defaultRoutingProfile: aws-nlb-ip, maxGracePeriod: 2m}",
 			"config.defaultRoutingProfile: aws-nlb-ip needs 145s for Pods without annotations (routing 2m + defaultMaxWork 20s + defaultCleanup 2s + defaultSafetyMargin 3s, grace floor 0s), over config.maxGracePeriod 2m"},
 		{"a routing profile over 1h", "config: {routingProfiles: {corp-lb: {routingDelay: 2h}}}",
