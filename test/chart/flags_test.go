@@ -2,14 +2,17 @@ package chart_test
 
 import (
 	"flag"
+	"fmt"
 	"io"
 	"testing"
 
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/graceguard/graceguard/pkg/budget"
 	"github.com/graceguard/graceguard/pkg/config"
 	ggflags "github.com/graceguard/graceguard/pkg/flags"
+	"github.com/graceguard/graceguard/pkg/mutate"
 	"github.com/graceguard/graceguard/pkg/observer"
 )
 
@@ -66,13 +69,29 @@ func flagsErr(fl ggflags.Flags, args []string) error {
 	return fl.Validate()
 }
 
+// everyProfileAtTheCap makes each built-in routing profile the default
+// with a grace cap one second short of what its Pods need, and exactly
+// that: the chart reads the profile table (generated) as the webhook does.
+func everyProfileAtTheCap() []string {
+	d := mutate.DefaultOptions().Defaults
+	var out []string
+	for _, p := range budget.BuiltinProfiles() {
+		d.Routing = p.Routing
+		need := max(d.Grace(), budget.CeilSeconds(p.GraceFloor))
+		for _, c := range []int64{need - 1, need} {
+			out = append(out, fmt.Sprintf("config: {defaultRoutingProfile: %s, maxGracePeriod: %ds}", p.Name, c))
+		}
+	}
+	return out
+}
+
 // The chart refuses at install what the webhook would refuse at start (its
 // cross-field checks re-implement the webhook's validation, as a template
 // cannot call Go), and nothing the webhook accepts: on each of these
 // values, rendering succeeds exactly when the arguments the templates
 // alone render pass the webhook's flags.
 func TestChartChecksAgreeWithTheWebhooksValidation(t *testing.T) {
-	for _, vals := range []string{
+	for _, vals := range append([]string{
 		"",
 		"config: {maxGracePeriod: 29s}",
 		"config: {maxGracePeriod: 30s}",
@@ -96,7 +115,7 @@ func TestChartChecksAgreeWithTheWebhooksValidation(t *testing.T) {
 		"config: {maxConnections: 16, maxPendingConnections: 1}",
 		"observer: {flushInterval: 10ms}",
 		"observer: {flushInterval: 9ms}",
-	} {
+	}, everyProfileAtTheCap()...) {
 		t.Run(vals, func(t *testing.T) {
 			_, chartErr := renderChart(values(t, vals), renderOpts{})
 			rel, err := renderChart(values(t, vals), renderOpts{unchecked: true})

@@ -12,6 +12,9 @@ aws-nlb-ip: {routingDelay: 2m, graceFloor: 0s}
 gke-neg: {routingDelay: 1m, graceFloor: 1m}
 azure-agic: {routingDelay: 1m30s, graceFloor: 1m41s}
 istio-ambient: {routingDelay: 15s, graceFloor: 0s}
+envoy-gateway: {routingDelay: 10s, graceFloor: 0s}
+istio-gateway: {routingDelay: 15s, graceFloor: 0s}
+contour: {routingDelay: 5s, graceFloor: 0s}
 {{- end -}}
 
 {{/*
