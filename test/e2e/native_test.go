@@ -38,7 +38,7 @@ const (
 	nativeLag      = 4 * time.Second
 	nativeRouting  = 8 * time.Second
 	nativeRate     = 40
-	nativeWork     = 50 * time.Millisecond
+	nativeWork     = 100 * time.Millisecond
 	nativeTimeout  = 5 * time.Second
 	nativeBaseline = 3 * time.Second
 	// istioStatus is sidecar.istio.io/status as Istio's injector writes it

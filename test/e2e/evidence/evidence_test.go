@@ -133,7 +133,7 @@ func TestRendersTheNativeSidecarScenario(t *testing.T) {
 	for _, want := range []string{
 		"| 9. Istio native sidecar: its drain waits for the routing window | passed |",
 		"## 9. Istio native sidecar: its drain waits for the routing window",
-		"| B: opted out | 15 | sleep 8s | `exec pilot-agent request --debug-port=15020 POST drain` | 120 / 0 | 170 / 110 | connection_refused 110 (sent 1.30 s to 4.40 s) | 4.40 s | 1.20 s |",
+		"| B: opted out | `none` | 15 | sleep 8s | `exec pilot-agent request --debug-port=15020 POST drain` | 120 / 0 | 170 / 110 | connection_refused 110 (sent 1.30 s to 4.40 s) | 4.40 s | 1.20 s |",
 		"B: opted out: the proxy relayed 180 requests, 2 of them answered while draining",
 		"B: opted out: 110 of 170 requests lost during withdrawal, drain at 1.20 s",
 	} {

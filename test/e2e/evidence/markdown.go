@@ -871,13 +871,13 @@ func nativeSection(b *strings.Builder, n *Native) {
 		"arm B opts out (`graceguard.io/inject: \"false\"`) with arm A's app hook and grace copied by hand, so only the\n"+
 		"proxy's hook differs. Both Pods are deleted at the same moment.\n\n",
 		secs(n.RouterLag), n.Rate, secs(n.Work), secs(n.ClientTimeout), secs(n.Routing))
-	b.WriteString("| arm | grace | app preStop | proxy preStop | sent before / failed | sent during withdrawal / lost | lost by kind | router dropped | drain | listener closed | app SIGTERM | proxy SIGTERM | Pod gone |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| arm | budget | grace | app preStop | proxy preStop | sent before / failed | sent during withdrawal / lost | lost by kind | router dropped | drain | listener closed | app SIGTERM | proxy SIGTERM | Pod gone |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, a := range n.Arms {
 		lost := KindList(a.ByKind)
 		if a.Lost > 0 {
 			lost += fmt.Sprintf(" (sent %s to %s)", at(a.FirstLost), at(a.LastLost))
 		}
-		fmt.Fprintf(b, "| %s | %d | %s | `%s` | %d / %d | %d / %d | %s | %s | %s | %s | %s | %s | %s |\n", cell(a.Name), a.Grace, a.AppPreStop, cell(a.ProxyPreStop),
+		fmt.Fprintf(b, "| %s | `%s` | %d | %s | `%s` | %d / %d | %d / %d | %s | %s | %s | %s | %s | %s | %s |\n", cell(a.Name), OrNone(a.Budget), a.Grace, a.AppPreStop, cell(a.ProxyPreStop),
 			a.Before, a.BeforeFailed, a.During, a.Lost, lost, at(a.RouterDropped), at(a.Drain), at(a.ListenerClosed), at(a.AppSIGTERM), at(a.ProxySIGTERM), at(a.PodGone))
 	}
 	b.WriteString("\nMoments are seconds after each Pod's delete call. ")
