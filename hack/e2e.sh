@@ -9,6 +9,8 @@
 # graceguard runs from its release image: `make image-oci` (the same build as
 # `make dist`'s image, digest for digest) into dist/image/, imported into
 # the node's containerd; the suite checks the replicas run that digest.
+# Scenario 9's proxy image carries a static busybox (sh, sleep): `busybox` on
+# the PATH (Debian: busybox-static) or $GG_E2E_BUSYBOX.
 # Linux, root. Flags go to the runner: -focus REGEXP, -keep, -docs pass|always|never, -timeout 60m.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -62,6 +62,10 @@ type Image struct {
 	// binaries that act on the name they are run as (a static image
 	// without a shell can carry its own /bin/sleep this way).
 	Symlinks []string
+	// Files are more host files to pack, each executable (0755) with
+	// symlinks of its own: a static busybox gives an image a real shell
+	// and sleep.
+	Files []File
 	// Entrypoint defaults to []string{Path}.
 	Entrypoint []string
 	Cmd        []string
@@ -73,6 +77,14 @@ type Image struct {
 	// ExposedPorts like "8080/tcp"; documentation only.
 	ExposedPorts []string
 	Labels       map[string]string
+}
+
+// File is one more executable of an image: Source on the host, Path in
+// the image, and Symlinks (absolute paths in the image) to it.
+type File struct {
+	Source   string
+	Path     string
+	Symlinks []string
 }
 
 // Result tells what Write produced.
@@ -95,7 +107,15 @@ func Write(archive string, img Image) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ocipack: read binary: %w", err)
 	}
-	layerTar, err := layerTarball(img.Path, img.Symlinks, bin)
+	files := []layerFile{{img.Path, img.Symlinks, bin}}
+	for _, f := range img.Files {
+		b, err := os.ReadFile(f.Source)
+		if err != nil {
+			return nil, fmt.Errorf("ocipack: read Image.Files %s: %w", f.Path, err)
+		}
+		files = append(files, layerFile{f.Path, f.Symlinks, b})
+	}
+	layerTar, err := layerTarball(files)
 	if err != nil {
 		return nil, err
 	}
@@ -196,6 +216,17 @@ func validate(img *Image) error {
 		}
 		seen[l] = true
 	}
+	for _, f := range img.Files {
+		if f.Source == "" {
+			return fmt.Errorf("ocipack: Image.Files %q: Source (the host file) is empty", f.Path)
+		}
+		for _, p := range append([]string{f.Path}, f.Symlinks...) {
+			if !path.IsAbs(p) || path.Clean(p) != p || p == "/" || path.Dir(p) == "/tmp" || p == "/tmp" || seen[p] {
+				return fmt.Errorf("ocipack: Image.Files: %q must be a clean absolute file path outside /tmp, unique in the image", p)
+			}
+			seen[p] = true
+		}
+	}
 	if len(img.Entrypoint) == 0 {
 		img.Entrypoint = []string{img.Path}
 	}
@@ -212,16 +243,26 @@ func ValidateName(ref string) error {
 	return nil
 }
 
-// layerTarball is the layer: the binary (0755), symlinks to it, and /tmp (1777).
-func layerTarball(binPath string, symlinks []string, bin []byte) ([]byte, error) {
+// layerFile is one executable of the layer and the symlinks to it.
+type layerFile struct {
+	path     string
+	symlinks []string
+	data     []byte
+}
+
+// layerTarball is the layer: each file (0755), symlinks to it, and /tmp
+// (1777).
+func layerTarball(files []layerFile) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	hdrs := []*tar.Header{{Typeflag: tar.TypeDir, Name: "tmp/", Mode: 0o1777}}
 	dirs := map[string]bool{}
-	for _, p := range append([]string{binPath}, symlinks...) {
-		for d := path.Dir(p); d != "/" && !dirs[d]; d = path.Dir(d) {
-			dirs[d] = true
-			hdrs = append(hdrs, &tar.Header{Typeflag: tar.TypeDir, Name: strings.TrimPrefix(d, "/") + "/", Mode: 0o755})
+	for _, f := range files {
+		for _, p := range append([]string{f.path}, f.symlinks...) {
+			for d := path.Dir(p); d != "/" && !dirs[d]; d = path.Dir(d) {
+				dirs[d] = true
+				hdrs = append(hdrs, &tar.Header{Typeflag: tar.TypeDir, Name: strings.TrimPrefix(d, "/") + "/", Mode: 0o755})
+			}
 		}
 	}
 	sort.Slice(hdrs, func(i, j int) bool { return hdrs[i].Name < hdrs[j].Name })
@@ -231,19 +272,21 @@ func layerTarball(binPath string, symlinks []string, bin []byte) ([]byte, error)
 			return nil, fmt.Errorf("ocipack: layer: %w", err)
 		}
 	}
-	h := &tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(binPath, "/"), Mode: 0o755, Size: int64(len(bin)), ModTime: epoch, Format: tar.FormatPAX}
-	if err := tw.WriteHeader(h); err != nil {
-		return nil, fmt.Errorf("ocipack: layer: %w", err)
-	}
-	if _, err := tw.Write(bin); err != nil {
-		return nil, fmt.Errorf("ocipack: layer: %w", err)
-	}
-	links := append([]string(nil), symlinks...)
-	sort.Strings(links)
-	for _, l := range links {
-		h := &tar.Header{Typeflag: tar.TypeSymlink, Name: strings.TrimPrefix(l, "/"), Linkname: binPath, Mode: 0o777, ModTime: epoch, Format: tar.FormatPAX}
+	for _, f := range files {
+		h := &tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(f.path, "/"), Mode: 0o755, Size: int64(len(f.data)), ModTime: epoch, Format: tar.FormatPAX}
 		if err := tw.WriteHeader(h); err != nil {
 			return nil, fmt.Errorf("ocipack: layer: %w", err)
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return nil, fmt.Errorf("ocipack: layer: %w", err)
+		}
+		links := append([]string(nil), f.symlinks...)
+		sort.Strings(links)
+		for _, l := range links {
+			h := &tar.Header{Typeflag: tar.TypeSymlink, Name: strings.TrimPrefix(l, "/"), Linkname: f.path, Mode: 0o777, ModTime: epoch, Format: tar.FormatPAX}
+			if err := tw.WriteHeader(h); err != nil {
+				return nil, fmt.Errorf("ocipack: layer: %w", err)
+			}
 		}
 	}
 	if err := tw.Close(); err != nil {

@@ -254,3 +254,69 @@ func TestSymlinksPointAtTheBinary(t *testing.T) {
 		}
 	}
 }
+
+func TestFilesLandBesideTheBinary(t *testing.T) {
+	dir := t.TempDir()
+	bin, tool := filepath.Join(dir, "app"), filepath.Join(dir, "busybox")
+	for _, f := range []string{bin, tool} {
+		if err := os.WriteFile(f, []byte(filepath.Base(f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := ocipack.Write(filepath.Join(dir, "app.tar"), ocipack.Image{
+		Name: "registry.local/app:v1", Binary: bin, Path: "/usr/local/bin/app",
+		Files: []ocipack.File{{Source: tool, Path: "/bin/busybox", Symlinks: []string{"/bin/sh", "/bin/sleep"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := readArchive(t, res.Archive)
+	var index struct{ Manifests []descriptor }
+	if err := json.Unmarshal(files["index.json"], &index); err != nil {
+		t.Fatal(err)
+	}
+	var manifest struct{ Layers []descriptor }
+	if err := json.Unmarshal(blob(t, files, index.Manifests[0].Digest), &manifest); err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(blob(t, files, manifest.Layers[0].Digest)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	entries, data := map[string]*tar.Header{}, map[string]string{}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries[h.Name] = h
+		b, _ := io.ReadAll(tr)
+		data[h.Name] = string(b)
+	}
+	if h := entries["bin/busybox"]; h == nil || h.Typeflag != tar.TypeReg || h.Mode != 0o755 || data["bin/busybox"] != "busybox" {
+		t.Errorf("bin/busybox = %+v (%q), want the host file, 0755", h, data["bin/busybox"])
+	}
+	if data["usr/local/bin/app"] != "app" {
+		t.Errorf("usr/local/bin/app holds %q, want the binary", data["usr/local/bin/app"])
+	}
+	for _, l := range []string{"bin/sh", "bin/sleep"} {
+		if h := entries[l]; h == nil || h.Typeflag != tar.TypeSymlink || h.Linkname != "/bin/busybox" {
+			t.Errorf("%s = %+v, want a symlink to /bin/busybox", l, h)
+		}
+	}
+	for _, bad := range []ocipack.File{
+		{Source: tool, Path: "/usr/local/bin/app"},
+		{Source: tool, Path: "bin/busybox"},
+		{Source: tool, Path: "/bin/busybox", Symlinks: []string{"/tmp/sh"}},
+		{Path: "/bin/busybox"},
+		{Source: filepath.Join(dir, "missing"), Path: "/bin/busybox"},
+	} {
+		if _, err := ocipack.Write(filepath.Join(dir, "bad.tar"), ocipack.Image{Name: "registry.local/app:v1", Binary: bin, Path: "/usr/local/bin/app", Files: []ocipack.File{bad}}); err == nil {
+			t.Errorf("Files %+v accepted", bad)
+		}
+	}
+}

@@ -218,6 +218,11 @@ var _ = Describe("graceguard on a real node", Ordered, ContinueOnFailure, func()
 		requireInstalled()
 		hostileTenant(ctx)
 	}, NodeTimeout(15*time.Minute))
+
+	It("9. Istio native sidecar: none lost when graceguard delays its drain past the routing window, lost when it drains at deletion", func(ctx SpecContext) {
+		requireInstalled()
+		nativeSidecar(ctx)
+	}, NodeTimeout(6*time.Minute))
 })
 
 // certMountTimes reads, from each webhook replica's log, when its rotator

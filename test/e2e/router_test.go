@@ -137,6 +137,11 @@ type load struct {
 }
 
 func startLoad(ctx context.Context, r *router, rate int, work time.Duration, client *http.Client) *load {
+	return startLoadOn(ctx, r, appPort, rate, work, client)
+}
+
+// startLoadOn is startLoad to another port of the endpoints (a proxy's).
+func startLoadOn(ctx context.Context, r *router, port int, rate int, work time.Duration, client *http.Client) *load {
 	l := &load{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(l.done)
@@ -159,7 +164,7 @@ func startLoad(ctx context.Context, r *router, rate int, work time.Duration, cli
 				l.wg.Add(1)
 				go func() {
 					defer l.wg.Done()
-					res := get(ctx, client, fmt.Sprintf("http://%s:%d/work?seconds=%g", ip, appPort, work.Seconds()))
+					res := get(ctx, client, fmt.Sprintf("http://%s:%d/work?seconds=%g", ip, port, work.Seconds()))
 					l.add(loadResult{at: now, endpoint: ip, code: res.code, err: res.err})
 				}()
 			}

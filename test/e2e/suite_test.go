@@ -55,6 +55,7 @@ const (
 	nsChurn   = "gg-e2e-churn"
 	nsMesh    = "gg-e2e-mesh"
 	nsTune    = "gg-e2e-tune"
+	nsNative  = "gg-e2e-native"
 	// Scenario 8: the hostile tenant's namespaces (one opted in, one not)
 	// and the namespace of the ordinary creates beside it.
 	nsHostile    = "gg-e2e-hostile"
@@ -67,7 +68,7 @@ const (
 var testNamespaces = []struct {
 	name    string
 	optedIn bool
-}{{nsLab, true}, {nsControl, false}, {nsRollA, true}, {nsRollB, false}, {nsHookA, true}, {nsHookB, false}, {nsChurn, true}, {nsMesh, true}, {nsTune, true},
+}{{nsLab, true}, {nsControl, false}, {nsRollA, true}, {nsRollB, false}, {nsHookA, true}, {nsHookB, false}, {nsChurn, true}, {nsMesh, true}, {nsTune, true}, {nsNative, true},
 	{nsHostile, true}, {nsHostileOut, false}, {nsSteady, true}}
 
 var (
@@ -121,19 +122,28 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	fillEnv(ctx)
 
 	By("building and importing the images")
+	busybox, version := findBusybox(ctx)
+	ev.Env.Busybox = version
 	for _, img := range []struct {
 		pkg, name, path string
 		links           []string
+		files           []ocipack.File
+		cmd, env        []string
 		digest          *string
 	}{
-		{"./test/images/drainapp", drainappImage, "/drainapp", []string{"/bin/sleep"}, &ev.Env.DrainappDigest},
-		{"./test/images/tcpproxy", tcpproxyImage, "/tcpproxy", nil, &ev.Env.TcpproxyDigest},
-		{"./test/images/hostile", hostileImage, "/hostile", nil, &ev.Env.HostileDigest},
+		{"./test/images/drainapp", drainappImage, "/drainapp", []string{"/bin/sleep"}, nil, nil, nil, &ev.Env.DrainappDigest},
+		{"./test/images/tcpproxy", tcpproxyImage, "/tcpproxy", nil, nil, nil, nil, &ev.Env.TcpproxyDigest},
+		{"./test/images/hostile", hostileImage, "/hostile", nil, nil, nil, nil, &ev.Env.HostileDigest},
+		// Laid out as Istio's proxyv2: pilot-agent on the PATH, a shell.
+		{"./test/images/nativeproxy", nativeproxyImage, "/usr/local/bin/pilot-agent", nil,
+			[]ocipack.File{{Source: busybox, Path: "/bin/busybox", Symlinks: []string{"/bin/sh", "/bin/sleep"}}},
+			[]string{"proxy", "sidecar"}, []string{"PATH=/usr/local/bin:/bin"}, &ev.Env.NativeproxyDigest},
 	} {
 		archive := filepath.Join(repoRoot, "bin", "images", "e2e-"+filepath.Base(img.pkg)+".tar")
 		res, err := ocipack.BuildGoImage(ctx, archive, ocipack.GoImage{
 			GoBuild: ocipack.GoBuild{Dir: repoRoot, Package: img.pkg, Stderr: GinkgoWriter},
-			Image:   ocipack.Image{Name: img.name, Path: img.path, Symlinks: img.links, User: "65532:65532"},
+			Image: ocipack.Image{Name: img.name, Path: img.path, Symlinks: img.links, Files: img.files,
+				Cmd: img.cmd, Env: img.env, User: "65532:65532"},
 		})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(cl.ImportImage(ctx, res.Archive)).To(Succeed())
@@ -142,6 +152,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	ev.Env.DrainappImage = drainappImage
 	ev.Env.TcpproxyImage = tcpproxyImage
 	ev.Env.HostileImage = hostileImage
+	ev.Env.NativeproxyImage = nativeproxyImage
 
 	By("importing the release image of the webhook")
 	info := os.Getenv("GG_E2E_IMAGE")

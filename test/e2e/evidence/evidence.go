@@ -90,6 +90,7 @@ type Run struct {
 	MeshProxy   *MeshProxy   `json:"meshProxy,omitempty"`
 	Tune        *Tune        `json:"tuneFromEvidence,omitempty"`
 	Hostile     *Hostile     `json:"hostileTenant,omitempty"`
+	Native      *Native      `json:"istioNativeSidecar,omitempty"`
 }
 
 // Env is what the run ran on.
@@ -111,7 +112,12 @@ type Env struct {
 	TcpproxyDigest string `json:"tcpproxyDigest,omitempty"`
 	HostileImage   string `json:"hostileImage,omitempty"`
 	HostileDigest  string `json:"hostileDigest,omitempty"`
-	ClusterOwned   bool   `json:"clusterStartedBySuite"`
+	// NativeproxyImage carries a static busybox (its sh and sleep run
+	// graceguard's wrapped hook): Busybox is its version line.
+	NativeproxyImage  string `json:"nativeproxyImage,omitempty"`
+	NativeproxyDigest string `json:"nativeproxyDigest,omitempty"`
+	Busybox           string `json:"busybox,omitempty"`
+	ClusterOwned      bool   `json:"clusterStartedBySuite"`
 }
 
 // Spec is one Ginkgo spec's outcome.
@@ -401,6 +407,55 @@ type MeshArm struct {
 	PodGone          At `json:"podGone"`
 }
 
+// Native is scenario 9: Pods shaped as Istio injects a native sidecar
+// (init container istio-proxy, restartPolicy Always, preStop `pilot-agent
+// request POST drain`), behind test/images/nativeproxy, deleted while the
+// router, converging RouterLag late, still sends them requests.
+type Native struct {
+	RouterLag     Secs         `json:"routerLag"`
+	Routing       Secs         `json:"routingDelay"`
+	Rate          int          `json:"requestsPerSecond"`
+	Work          Secs         `json:"requestWork"`
+	ClientTimeout Secs         `json:"clientTimeout"`
+	Arms          []*NativeArm `json:"arms"`
+	Checks        Checks       `json:"checks"`
+}
+
+// NativeArm is one Pod of scenario 9; moments are seconds after its
+// delete call.
+type NativeArm struct {
+	Name         string `json:"name"`
+	Pod          string `json:"pod"`
+	Budget       string `json:"budget"`
+	Grace        int64  `json:"terminationGracePeriodSeconds"`
+	AppPreStop   string `json:"appPreStop"`
+	ProxyPreStop string `json:"proxyPreStop"`
+	// Requests the router sent to the Pod before the delete call, and
+	// after it (during the withdrawal), and how many of each failed.
+	Before       int `json:"sentBefore"`
+	BeforeFailed int `json:"failedBefore"`
+	During       int `json:"sentDuringWithdrawal"`
+	Lost         int `json:"lostDuringWithdrawal"`
+	// ByKind: the lost requests by failure class; FirstLost and LastLost
+	// when they were sent.
+	ByKind    map[string]int `json:"lostByKind,omitempty"`
+	FirstLost At             `json:"firstLost"`
+	LastLost  At             `json:"lastLost"`
+	// NoEndpoint: ticks after the router had dropped the Pod (not sent).
+	NoEndpoint     int `json:"noEndpoint"`
+	RouterDropped  At  `json:"routerDropped"`
+	Drain          At  `json:"proxyDrain"`
+	ListenerClosed At  `json:"proxyListenerClosed"`
+	AppSIGTERM     At  `json:"appSigterm"`
+	AppShutdown    At  `json:"appShutdownComplete"`
+	ProxySIGTERM   At  `json:"proxySigterm"`
+	PodGone        At  `json:"podGone"`
+	// From the proxy's exit line: requests it relayed, and answered
+	// while draining.
+	ProxyRequests int `json:"proxyRequests"`
+	ProxyDrained  int `json:"proxyDrained"`
+}
+
 // Hostile is scenario 8: a tenant whose ServiceAccount has RBAC only in its
 // own two namespaces attacks graceguard from a Pod (test/images/hostile),
 // through the API server and straight at the webhook replicas' Pod IPs,
@@ -620,6 +675,7 @@ func (r *Run) scenarios() []scenario {
 	add("mesh", "6. A naive proxy sidecar in front of the app", r.MeshProxy != nil, checksOfM(r.MeshProxy))
 	add("tune", "7. Budgets from evidence: observe, recommend, apply", r.Tune != nil, checksOfT(r.Tune))
 	add("hostile", "8. A hostile tenant against the fail-closed webhook", r.Hostile != nil, checksOfX(r.Hostile))
+	add("native", "9. Istio native sidecar: its drain waits for the routing window", r.Native != nil, checksOfN(r.Native))
 	return out
 }
 
@@ -667,6 +723,13 @@ func checksOfT(t *Tune) Checks {
 	}
 	return t.Checks
 }
+func checksOfN(n *Native) Checks {
+	if n == nil {
+		return nil
+	}
+	return n.Checks
+}
+
 func checksOfX(h *Hostile) Checks {
 	if h == nil {
 		return nil

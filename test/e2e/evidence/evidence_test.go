@@ -118,6 +118,31 @@ func TestRendersTheMeshProxyScenario(t *testing.T) {
 	}
 }
 
+func TestRendersTheNativeSidecarScenario(t *testing.T) {
+	r := &Run{Schema: Schema}
+	at := func(s float64) At { v := Secs(s); return &v }
+	r.Native = &Native{RouterLag: 4, Routing: 8, Rate: 40, Work: 0.05, ClientTimeout: 5, Arms: []*NativeArm{
+		{Name: "A: graceguard", Grace: 15, AppPreStop: "sleep 8s", ProxyPreStop: "exec sh -c sleep 8 && exec pilot-agent request --debug-port=15020 POST drain",
+			Before: 120, During: 170, RouterDropped: at(4.4), Drain: at(8.9)},
+		{Name: "B: opted out", Grace: 15, AppPreStop: "sleep 8s", ProxyPreStop: "exec pilot-agent request --debug-port=15020 POST drain",
+			Before: 120, During: 170, Lost: 110, ByKind: map[string]int{"connection_refused": 110}, FirstLost: at(1.3), LastLost: at(4.4),
+			RouterDropped: at(4.4), Drain: at(1.2), ProxyRequests: 180, ProxyDrained: 2},
+	}}
+	r.Native.Checks.Add("B: requests lost during withdrawal", "> 0 lost", true, "%d lost", 110)
+	md := Markdown(r, ".")
+	for _, want := range []string{
+		"| 9. Istio native sidecar: its drain waits for the routing window | passed |",
+		"## 9. Istio native sidecar: its drain waits for the routing window",
+		"| B: opted out | `none` | 15 | sleep 8s | `exec pilot-agent request --debug-port=15020 POST drain` | 120 / 0 | 170 / 110 | connection_refused 110 (sent 1.30 s to 4.40 s) | 4.40 s | 1.20 s |",
+		"B: opted out: the proxy relayed 180 requests, 2 of them answered while draining",
+		"B: opted out: 110 of 170 requests lost during withdrawal, drain at 1.20 s",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the native sidecar scenario renders without %q:\n%s", want, md)
+		}
+	}
+}
+
 // testdata/run-tune.json is a real run with scenario 7 (budgets from
 // evidence): its rounds, the recommend output and the report table render.
 func TestRendersTheTuneScenario(t *testing.T) {

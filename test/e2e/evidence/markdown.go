@@ -292,6 +292,10 @@ func Markdown(r *Run, assets string) string {
 		hostileSection(&b, h)
 	}
 
+	if n := r.Native; n != nil {
+		nativeSection(&b, n)
+	}
+
 	b.WriteString("## Specs\n\n| spec | state | duration |\n|---|---|---|\n")
 	for _, s := range r.Specs {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", cell(s.Name), s.State, secs(s.Duration))
@@ -308,6 +312,9 @@ func Markdown(r *Run, assets string) string {
 	}
 	if r.Env.HostileImage != "" {
 		fmt.Fprintf(&b, ", `%s` (%s)", r.Env.HostileImage, r.Env.HostileDigest)
+	}
+	if r.Env.NativeproxyImage != "" {
+		fmt.Fprintf(&b, ", `%s` (%s; with %s)", r.Env.NativeproxyImage, r.Env.NativeproxyDigest, r.Env.Busybox)
 	}
 	b.WriteString(".\n")
 	return b.String()
@@ -775,6 +782,15 @@ func summary(r *Run, name string) string {
 		if h := r.Hostile; h != nil {
 			return hostileSummary(h)
 		}
+	case "native":
+		if n := r.Native; n != nil {
+			var parts []string
+			for _, a := range n.Arms {
+				parts = append(parts, fmt.Sprintf("%s: %d of %d requests lost during withdrawal, drain at %s, router dropped the Pod at %s",
+					a.Name, a.Lost, a.During, at(a.Drain), at(a.RouterDropped)))
+			}
+			return strings.Join(parts, "; ")
+		}
 	case "mesh":
 		if m := r.MeshProxy; m != nil {
 			var parts []string
@@ -844,3 +860,31 @@ Stand-ins, and what they hide:
 - **Images without a registry**, built from this checkout and imported into containerd (` + "`imagePullPolicy: Never`" + `).
 
 `
+
+func nativeSection(b *strings.Builder, n *Native) {
+	b.WriteString("## 9. Istio native sidecar: its drain waits for the routing window\n\n")
+	fmt.Fprintf(b, "Each Pod is shaped as Istio injects a native sidecar: init container `istio-proxy` with `restartPolicy: Always`,\n"+
+		"preStop `pilot-agent request --debug-port=15020 POST drain`, annotation `sidecar.istio.io/status`. The proxy is\n"+
+		"`nativeproxy` (test/images/nativeproxy): from the drain call on it closes each connection after its answer and\n"+
+		"refuses new ones (istio#51855, #60649). The router applies EndpointSlice changes %s late; %d requests/s of %s\n"+
+		"each (client timeout %s, no keep-alives) go through it to the proxy. Arm A is treated by graceguard (routing delay %s);\n"+
+		"arm B opts out (`graceguard.io/inject: \"false\"`) with arm A's app hook and grace copied by hand, so only the\n"+
+		"proxy's hook differs. Both Pods are deleted at the same moment.\n\n",
+		secs(n.RouterLag), n.Rate, secs(n.Work), secs(n.ClientTimeout), secs(n.Routing))
+	b.WriteString("| arm | budget | grace | app preStop | proxy preStop | sent before / failed | sent during withdrawal / lost | lost by kind | router dropped | drain | listener closed | app SIGTERM | proxy SIGTERM | Pod gone |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, a := range n.Arms {
+		lost := KindList(a.ByKind)
+		if a.Lost > 0 {
+			lost += fmt.Sprintf(" (sent %s to %s)", at(a.FirstLost), at(a.LastLost))
+		}
+		fmt.Fprintf(b, "| %s | `%s` | %d | %s | `%s` | %d / %d | %d / %d | %s | %s | %s | %s | %s | %s | %s |\n", cell(a.Name), OrNone(a.Budget), a.Grace, a.AppPreStop, cell(a.ProxyPreStop),
+			a.Before, a.BeforeFailed, a.During, a.Lost, lost, at(a.RouterDropped), at(a.Drain), at(a.ListenerClosed), at(a.AppSIGTERM), at(a.ProxySIGTERM), at(a.PodGone))
+	}
+	b.WriteString("\nMoments are seconds after each Pod's delete call. ")
+	var parts []string
+	for _, a := range n.Arms {
+		parts = append(parts, fmt.Sprintf("%s: the proxy relayed %d requests, %d of them answered while draining", a.Name, a.ProxyRequests, a.ProxyDrained))
+	}
+	b.WriteString(strings.Join(parts, "; ") + ".\n\n")
+	checksTable(b, n.Checks)
+}
