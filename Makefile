@@ -71,7 +71,7 @@ test: vet ## Run every test: unit, golden, handler, CLI, chart, envtest (real ku
 	$(MAKE) --no-print-directory test-meshes
 
 .PHONY: test-meshes
-test-meshes: ## Hold graceguard to Istio's real injector (test/meshoracle, its own module: ~4 min cold build, seconds warm); prints the scenarios run per mode.
+test-meshes: ## Hold graceguard to Istio's and Linkerd's real injectors (test/meshoracle, its own module: minutes cold, ~30 s warm); prints the scenarios run per mesh and mode.
 	cd test/meshoracle && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) test -count=1 -v ./... | grep -Ev '^=== RUN'
 
 .PHONY: bench

@@ -95,7 +95,7 @@ func (in Injector) Wants(pod *corev1.Pod, nsLabels, nsAnnotations map[string]str
 		enables := func(v string) bool { return v == "enabled" || v == "ingress" }
 		podV, nsV := pod.Annotations["linkerd.io/inject"], nsAnnotations["linkerd.io/inject"]
 		switch {
-		case !valid(podV) || !valid(nsV):
+		case !valid(podV) || !valid(nsV), pod.Spec.HostNetwork: // Linkerd never meshes the host network
 			return false
 		case enables(nsV):
 			return podV != "disabled"

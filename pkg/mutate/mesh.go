@@ -204,12 +204,13 @@ func readMesh(t Target, ann map[string]string, ns Namespace, p paths) (meshSetti
 
 	// Linkerd: injected when the namespace enables it and the Pod does not
 	// disable it, or the Pod enables it; an invalid value on either means
-	// no injection (pkg/inject/report.go, disabledByAnnotation).
+	// no injection (pkg/inject/report.go, disabledByAnnotation), and so
+	// does the host network, whatever the annotations say (Injectable).
 	valid := func(v string) bool { return v == "" || v == "enabled" || v == "disabled" || v == "ingress" }
 	enables := func(v string) bool { return v == "enabled" || v == "ingress" }
 	podInject, nsInject := ann[AnnotationLinkerdInject], ns.Annotations[AnnotationLinkerdInject]
 	switch {
-	case !valid(nsInject) || !valid(podInject):
+	case !valid(nsInject) || !valid(podInject), t.Spec.HostNetwork:
 	case enables(nsInject):
 		m.linkerd = podInject != "disabled"
 	default:

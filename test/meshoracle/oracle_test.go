@@ -128,13 +128,19 @@ var ns = mutate.Namespace{Name: "istio-shop", Labels: map[string]string{
 // refuses).
 func graceguard(t *testing.T, pod *corev1.Pod) (*corev1.Pod, manifest.Result) {
 	t.Helper()
+	return graceguardIn(t, pod, ns)
+}
+
+// graceguardIn is graceguard's decision for a Pod of namespace n.
+func graceguardIn(t *testing.T, pod *corev1.Pod, n mutate.Namespace) (*corev1.Pod, manifest.Result) {
+	t.Helper()
 	p := pod.DeepCopy()
 	p.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
 	raw, err := json.Marshal(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := manifest.Process(manifest.Document{Source: "oracle", Raw: raw, APIVersion: "v1", Kind: "Pod", Namespace: ns.Name, Name: p.Name}, ns, mutate.DefaultOptions())
+	res, err := manifest.Process(manifest.Document{Source: "oracle", Raw: raw, APIVersion: "v1", Kind: "Pod", Namespace: n.Name, Name: p.Name}, n, mutate.DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,6 +193,7 @@ type outcome struct {
 	stored   *corev1.Pod
 	refused  string // the injector's error, or graceguard's denial
 	reasons  []mutate.Reason
+	warnings []mutate.Finding
 }
 
 // run runs a scenario in both orders the API server may call the two

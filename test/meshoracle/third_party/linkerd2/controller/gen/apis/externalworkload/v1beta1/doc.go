@@ -1,0 +1,3 @@
+// +k8s:deepcopy-gen=package
+
+package v1beta1
