@@ -469,7 +469,8 @@ func probePort(c *corev1.Container, want *intstr.IntOrString) (intstr.IntOrStrin
 // readiness path is set: then a container left without a probe is
 // already explained (no port to probe), not told to set the path.
 func advise(targets []container, asked bool, r *Report) {
-	for _, c := range targets {
+	for i, c := range targets {
+		adviseHookBinary(c, i < len(r.Stops) && r.Stops[i].Added, r)
 		if isShellForm(c.c) {
 			f := "command"
 			if len(c.c.Command) == 0 {

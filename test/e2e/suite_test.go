@@ -36,7 +36,10 @@ import (
 // drainapp is built here.
 const (
 	drainappImage = "registry.local/drainapp:e2e"
-	appPort       = 8080
+	// drainappDistroless is the same app without the /bin/sleep link, under
+	// a name that says what it is: no distribution in it (scenario 9).
+	drainappDistroless = "registry.local/drainapp:e2e-distroless"
+	appPort            = 8080
 )
 
 // webhookImage is the release image installed: its name (repository:tag)
@@ -60,6 +63,8 @@ const (
 	nsHostile    = "gg-e2e-hostile"
 	nsHostileOut = "gg-e2e-hostile-out"
 	nsSteady     = "gg-e2e-steady"
+	// Scenario 9: broken preStop hooks.
+	nsBroken = "gg-e2e-broken-hook"
 
 	optInLabel = "graceguard.io/inject"
 )
@@ -68,7 +73,7 @@ var testNamespaces = []struct {
 	name    string
 	optedIn bool
 }{{nsLab, true}, {nsControl, false}, {nsRollA, true}, {nsRollB, false}, {nsHookA, true}, {nsHookB, false}, {nsChurn, true}, {nsMesh, true}, {nsTune, true},
-	{nsHostile, true}, {nsHostileOut, false}, {nsSteady, true}}
+	{nsHostile, true}, {nsHostileOut, false}, {nsSteady, true}, {nsBroken, true}}
 
 var (
 	cl       *testcluster.Cluster
@@ -127,10 +132,16 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		digest          *string
 	}{
 		{"./test/images/drainapp", drainappImage, "/drainapp", []string{"/bin/sleep"}, &ev.Env.DrainappDigest},
+		{"./test/images/drainapp", drainappDistroless, "/drainapp", nil, &ev.Env.DrainappDistrolessDigest},
 		{"./test/images/tcpproxy", tcpproxyImage, "/tcpproxy", nil, &ev.Env.TcpproxyDigest},
 		{"./test/images/hostile", hostileImage, "/hostile", nil, &ev.Env.HostileDigest},
 	} {
-		archive := filepath.Join(repoRoot, "bin", "images", "e2e-"+filepath.Base(img.pkg)+".tar")
+		// One archive per image name: e2e-drainapp.tar, e2e-drainapp-distroless.tar.
+		variant := ""
+		if _, tag, _ := strings.Cut(img.name, ":e2e"); tag != "" {
+			variant = tag
+		}
+		archive := filepath.Join(repoRoot, "bin", "images", "e2e-"+filepath.Base(img.pkg)+variant+".tar")
 		res, err := ocipack.BuildGoImage(ctx, archive, ocipack.GoImage{
 			GoBuild: ocipack.GoBuild{Dir: repoRoot, Package: img.pkg, Stderr: GinkgoWriter},
 			Image:   ocipack.Image{Name: img.name, Path: img.path, Symlinks: img.links, User: "65532:65532"},
@@ -140,6 +151,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		*img.digest = res.Digest
 	}
 	ev.Env.DrainappImage = drainappImage
+	ev.Env.DrainappDistroless = drainappDistroless
 	ev.Env.TcpproxyImage = tcpproxyImage
 	ev.Env.HostileImage = hostileImage
 
