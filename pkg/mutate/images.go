@@ -20,15 +20,9 @@ import (
 // systemDirs hold a distribution's tools; a distroless image has none.
 var systemDirs = []string{"/bin/", "/sbin/", "/usr/bin/", "/usr/sbin/"}
 
-// bareImage kinds, for messages.
-const (
-	kindDistroless = "distroless"
-	kindStatic     = "Chainguard static"
-)
-
 // toolless says whether an image's name marks it as one without a
-// distribution's tools, and which kind. Distroless `debug` tags ship a
-// busybox shell, so they are not.
+// distribution's tools ("distroless", Chainguard's word for its static
+// base too). Distroless `debug` tags ship a busybox shell, so they are not.
 func toolless(image string) (string, bool) {
 	ref := strings.ToLower(image)
 	if i := strings.IndexByte(ref, '@'); i >= 0 {
@@ -42,9 +36,9 @@ func toolless(image string) (string, bool) {
 	case strings.Contains(tag, "debug"):
 		return "", false
 	case strings.Contains(repo, "distroless") || strings.Contains(tag, "distroless"):
-		return kindDistroless, true
+		return "distroless", true
 	case strings.HasSuffix(repo, "chainguard/static"):
-		return kindStatic, true
+		return "distroless", true
 	}
 	return "", false
 }
@@ -81,10 +75,12 @@ func adviseHookBinary(c container, added bool, r *Report) {
 	if !ok || !maybeMissing(argv0) {
 		return
 	}
-	what, fix := "exec", "use a sleep or httpGet hook, or the absolute path of a binary it has"
+	fix := "use sleep or httpGet"
 	if added {
-		what, fix = "graceguard's exec", "set "+AnnotationPreStop+": sleep (it needs no binary)"
+		fix = "set " + AnnotationPreStop + ": sleep"
 	}
+	// Short: a template's field path takes half of an admission warning's
+	// 120 characters. docs/annotations.md gives the whole fix.
 	r.warn(WarnHookBinaryMissing, c.path.Child("lifecycle", "preStop"), clip(argv0),
-		"%s %q may be missing from this %s image; %s", what, clip(argv0), kind, fix)
+		"%q may be missing from a %s image; %s", clip(argv0), kind, fix)
 }

@@ -181,7 +181,7 @@ func brokenHook(ctx context.Context) {
 	del, rep := run(fail, missingCommand, 30*time.Second, nil)
 	d := del.d
 	ck.Add("(a) graceguard admits it and warns that the binary may be missing", "a prestop-binary-may-be-missing warning",
-		anyContains(fail.Warnings, `"curl" may be missing from this distroless image`), "%s", evidence.OrNone(strings.Join(fail.Warnings, " | ")))
+		anyContains(fail.Warnings, `"curl" may be missing from a distroless image`), "%s", evidence.OrNone(strings.Join(fail.Warnings, " | ")))
 	ck.Add("(a) the kubelet records the failed hook", ">= 1 FailedPreStopHook event", fail.HookEvents >= 1, "%d", fail.HookEvents)
 	ck.Add("(a) SIGTERM comes at once, before the routing delay the budget counted for the hook", fmt.Sprintf("< %s after the delete", brokenRouting),
 		d.SIGTERM != nil && float64(*d.SIGTERM) < brokenRouting.Seconds(), "%s", fmtAt(d.SIGTERM))
