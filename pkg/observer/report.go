@@ -51,6 +51,7 @@ func Observations(samples []v1alpha1.Sample) []budget.Observation {
 			Drain:      seconds(s.DrainSeconds),
 			Killed:     s.Outcome == v1alpha1.OutcomeKilled,
 			HookFailed: s.HookFailed,
+			HookHung:   HookHung(s),
 		}
 	}
 	return obs
@@ -94,7 +95,8 @@ func Summarize(samples []v1alpha1.Sample, minSamples int) (v1alpha1.Summary, *v1
 	if ok {
 		sum.Budget, sum.MaxWork, sum.Grace = ann, budget.Format(cur.Work), grace
 	}
-	if e.Samples == 0 {
+	if e.Samples == e.HooksHung {
+		// No sample, or none whose drain speaks of the work.
 		return sum, nil
 	}
 	a := budget.Recommend(e, minSamples)

@@ -104,6 +104,33 @@ func TestObserve(t *testing.T) {
 			}),
 		},
 		{
+			name: "a hook that hangs fails only when the kubelet kills it with the container, after the grace: SIGTERM came at the grace, the drain counts from there",
+			pod: exited(deletedPod(nil, corev1.Container{Name: "app", Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"/app/drain"}}}}}),
+				"app", 137, "Error", at(17)),
+			hooks: []HookFailure{{Container: "app", At: at(17)}},
+			want: with(func(s *v1alpha1.Sample) {
+				s.PreStopSeconds, s.HookFailed, s.Exited, s.ExitCode, s.Reason, s.Outcome, s.DrainSeconds = 15, true, metav1.NewTime(at(17)), 137, "Error", v1alpha1.OutcomeKilled, 2
+			}),
+		},
+		{
+			name: "whole-second times put a hung hook's failure one second before the grace at worst: still hung",
+			pod: exited(deletedPod(nil, corev1.Container{Name: "app", Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"/app/drain"}}}}}),
+				"app", 0, "Completed", at(15)),
+			hooks: []HookFailure{{Container: "app", At: at(14)}},
+			want: with(func(s *v1alpha1.Sample) {
+				s.PreStopSeconds, s.HookFailed, s.Exited, s.Reason, s.Outcome, s.DrainSeconds = 15, true, metav1.NewTime(at(15)), "Completed", v1alpha1.OutcomeExited, 0
+			}),
+		},
+		{
+			name: "a hook of unknown length that fails well before the grace failed at once: SIGTERM then, the estimate stays",
+			pod: exited(deletedPod(nil, corev1.Container{Name: "app", Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"curl", "localhost/drain"}}}}}),
+				"app", 0, "Completed", at(6)),
+			hooks: []HookFailure{{Container: "app", At: at(2)}},
+			want: with(func(s *v1alpha1.Sample) {
+				s.PreStopEstimated, s.HookFailed, s.Exited, s.Reason, s.Outcome, s.DrainSeconds = true, true, metav1.NewTime(at(6)), "Completed", v1alpha1.OutcomeExited, 4
+			}),
+		},
+		{
 			name:  "a hook failure of an earlier life of the Pod (before the deletion) is not this shutdown's",
 			pod:   exited(deletedPod(nil, app), "app", 0, "Completed", at(12)),
 			hooks: []HookFailure{{Container: "app", At: at(-300)}},
