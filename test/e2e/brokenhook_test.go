@@ -23,6 +23,7 @@ import (
 
 	"github.com/graceguard/graceguard/pkg/api/v1alpha1"
 	"github.com/graceguard/graceguard/pkg/cli"
+	"github.com/graceguard/graceguard/pkg/observer"
 	"github.com/graceguard/graceguard/test/e2e/evidence"
 )
 
@@ -190,8 +191,8 @@ func brokenHook(ctx context.Context) {
 		"%s at %s; shutdown_complete %s of %ds; exit code %s", d.Client, fmtAt(d.ClientDone), fmtAt(d.ShutdownComplete), d.Grace, fmtExit(d.ExitCode))
 	ck.Add("(a) the observer's report records the failed hook", "hookFailed: true in the Pod's sample",
 		sampleOf(rep, d.Pod) != nil && sampleOf(rep, d.Pod).HookFailed, "%s", evidence.OrNone(fail.Sample))
-	ck.Add("(a) the observer warns on the Deployment", "a PreStopHookFailed Warning event",
-		anyContains(fail.WorkloadEvents, "PreStopHookFailed"), "%s", evidence.OrNone(strings.Join(fail.WorkloadEvents, " | ")))
+	ck.Add("(a) the observer warns on the Deployment", "a PreStopHookFailed Warning event: SIGTERM came at once",
+		anyContains(fail.WorkloadEvents, "PreStopHookFailed") && anyContains(fail.WorkloadEvents, "SIGTERM came at once"), "%s", evidence.OrNone(strings.Join(fail.WorkloadEvents, " | ")))
 
 	// (b) The hook hangs. The user's first try, a sleep graceguard can
 	// read, is refused; a command it cannot read is admitted.
@@ -255,8 +256,12 @@ func brokenHook(ctx context.Context) {
 	s := sampleOf(rep, d.Pod)
 	ck.Add("(b) the observer's report records the kill at the grace", "outcome killed in the Pod's sample",
 		s != nil && s.Outcome == v1alpha1.OutcomeKilled, "%s", evidence.OrNone(hang.Sample))
-	ck.Add("(b) the observer warns on the Deployment", "a ShutdownKilled Warning event",
-		anyContains(hang.WorkloadEvents, "ShutdownKilled"), "%s", evidence.OrNone(strings.Join(hang.WorkloadEvents, " | ")))
+	ck.Add("(b) the observer tells the hang from a hook that failed at once", fmt.Sprintf("hookFailed, preStop %ds (the grace), drain <= 3s", d.Grace),
+		s != nil && observer.HookHung(*s) && s.PreStopSeconds == d.Grace && s.DrainSeconds <= 3, "%s", evidence.OrNone(hang.Sample))
+	ck.Add("(b) the observer warns on the Deployment: the kill, and the hook that ran out the grace", "ShutdownKilled and PreStopHookFailed (\"ran out the\") Warning events",
+		anyContains(hang.WorkloadEvents, "ShutdownKilled") && anyContains(hang.WorkloadEvents, "ran out the"), "%s", evidence.OrNone(strings.Join(hang.WorkloadEvents, " | ")))
+	ck.Add("(b) kubectl graceguard recommend says the hook hung, and does not count its drain", "hook hung 1 of 1; no max-work from it",
+		anyContains(hang.Recommend, "hook hung   1 of 1") && anyContains(hang.Recommend, "no recommendation"), "%s", evidence.OrNone(strings.Join(hang.Recommend, " | ")))
 	Expect(h.Checks.Failed()).To(BeEmpty())
 }
 
