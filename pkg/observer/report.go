@@ -85,7 +85,8 @@ func Current(samples []v1alpha1.Sample) (b budget.Budget, grace int64, annotatio
 func Summarize(samples []v1alpha1.Sample, minSamples int) (v1alpha1.Summary, *v1alpha1.Recommendation) {
 	e := budget.Summarize(Observations(samples))
 	sum := v1alpha1.Summary{Samples: int32(e.Samples), Kills: int32(e.Kills), HookFailures: int32(e.HookFailures)}
-	if e.Samples > e.Kills {
+	if e.Samples-e.HooksHung > e.Kills {
+		// Some drain ended on its own (hung hooks' drains are not drains).
 		sum.DrainP50, sum.DrainP95, sum.DrainMax = budget.Format(e.P50), budget.Format(e.P95), budget.Format(e.Max)
 	}
 	if e.Kills > 0 {

@@ -285,3 +285,30 @@ func TestReportName(t *testing.T) {
 		t.Errorf("long name %q (%d chars) must be cut to 253 with a distinguishing hash", n, len(n))
 	}
 }
+
+// A sample whose hook ran out the grace is a hook failure: no drain, no
+// kill the recommendation counts, and no recommendation from it alone.
+func TestHungHooksGiveNoDrainOrAdvice(t *testing.T) {
+	hung := v1alpha1.Sample{Pod: "web-1", Container: "app", GraceSeconds: 30, PreStopSeconds: 30, HookFailed: true,
+		Outcome: v1alpha1.OutcomeKilled, ExitCode: 137, DrainSeconds: 4, Budget: budget15}
+	if !HookHung(hung) {
+		t.Fatal("HookHung = false for a failed hook that used the whole grace")
+	}
+	for _, s := range []v1alpha1.Sample{
+		{GraceSeconds: 30, PreStopSeconds: 5, HookFailed: true},   // failed at once
+		{GraceSeconds: 30, PreStopSeconds: 30, HookFailed: false}, // no failure recorded
+	} {
+		if HookHung(s) {
+			t.Errorf("HookHung(%+v) = true", s)
+		}
+	}
+	sum, rec := Summarize([]v1alpha1.Sample{hung}, DefaultMinSamples)
+	if rec != nil || sum.DrainMax != "" || sum.Kills != 0 || sum.HookFailures != 1 || sum.Samples != 1 {
+		t.Errorf("Summarize(one hung hook) = %+v, recommendation %+v; want 1 sample, 1 hook failure, no drain, no kill, no recommendation", sum, rec)
+	}
+	clean := v1alpha1.Sample{Pod: "web-2", Container: "app", GraceSeconds: 30, PreStopSeconds: 5, Outcome: v1alpha1.OutcomeExited, DrainSeconds: 6, Budget: budget15}
+	sum, rec = Summarize([]v1alpha1.Sample{hung, clean}, 1)
+	if rec == nil || sum.DrainMax != "6s" || rec.MaxWork != "7s" || !strings.Contains(rec.Reason, "1 Pod whose preStop hook ran out the grace not counted") {
+		t.Errorf("Summarize(hung, clean) = %+v, recommendation %+v; want the clean drain's 6s only, max-work 7s", sum, rec)
+	}
+}
