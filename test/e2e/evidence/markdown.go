@@ -375,7 +375,9 @@ func tuneSection(b *strings.Builder, t *Tune) {
 func brokenHookSection(b *strings.Builder, h *BrokenHook) {
 	b.WriteString("## 9. A broken preStop hook: one fails, one hangs\n\n")
 	fmt.Fprintf(b, "Two Deployments of the drain app in `%s` (opted in), each with a preStop hook of the user's own, each\n"+
-		"Pod deleted during an admitted request. graceguard budgets a hook whose length it cannot read with the routing delay.\n\n", h.Namespace)
+		"Pod deleted during an admitted request. graceguard budgets a hook whose length it cannot read with the routing delay.\n"+
+		"Requests go from the test process straight to the Pod IP, as in scenarios 1 and 2; in the hang arm a second request,\n"+
+		"sent shortly before the grace ends, stands for work that reaches the Pod late (a client holding a connection).\n\n", h.Namespace)
 	for _, a := range h.Arms {
 		fmt.Fprintf(b, "### %s\n\n", a.Name)
 		fmt.Fprintf(b, "Deployment `%s`, image `%s`, preStop `%s`.", a.Workload, a.Image, a.PreStop)
