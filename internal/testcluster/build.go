@@ -47,7 +47,7 @@ func ensureBinaries(ctx context.Context, o Options) (binaries, error) {
 }
 
 // findHostPackages locates runc, a CNI plugin directory with the plugins the
-// cluster uses, and iptables.
+// cluster uses, iptables and busybox.
 func findHostPackages() (runc, cniDir string, missing []string) {
 	runc = "/usr/sbin/runc"
 	if _, err := os.Stat(runc); err != nil {
@@ -76,17 +76,23 @@ func findHostPackages() (runc, cniDir string, missing []string) {
 	if _, err := exec.LookPath("iptables"); err != nil {
 		missing = append(missing, "iptables")
 	}
+	// The e2e suite packs a static busybox (sh, sleep) into the image of
+	// its Envoy-shaped proxy, whose hook graceguard wraps in sh -c.
+	if _, err := exec.LookPath("busybox"); err != nil {
+		missing = append(missing, "busybox-static")
+	}
 	return runc, cniDir, missing
 }
 
-// ensureHostPackages installs runc, the CNI plugins and iptables from Debian
+// ensureHostPackages installs runc, the CNI plugins, iptables and a static
+// busybox from Debian
 // when one is missing (apt-get update only if the first attempt fails).
 func ensureHostPackages(ctx context.Context, o Options) (runc, cniDir string, err error) {
 	runc, cniDir, missing := findHostPackages()
 	if len(missing) == 0 {
 		return runc, cniDir, nil
 	}
-	pkgs := []string{"runc", "containernetworking-plugins", "iptables"}
+	pkgs := []string{"runc", "containernetworking-plugins", "iptables", "busybox-static"}
 	if o.SkipInstall {
 		return "", "", fmt.Errorf("cluster: missing %s; install with: apt-get install -y %s", strings.Join(missing, ", "), strings.Join(pkgs, " "))
 	}

@@ -19,11 +19,19 @@ type Observation struct {
 	// HookFailed: a treated container's preStop hook failed, so SIGTERM
 	// came at once instead of after the routing delay.
 	HookFailed bool
+	// HookHung: the hook failed by running out the grace, so SIGTERM came
+	// only at its end, with the kubelet's 2 s left. Such a drain says
+	// nothing of the work the Pod needs: it counts as a hook failure,
+	// never as a drain or a kill.
+	HookHung bool
 }
 
 // Evidence summarises observations.
 type Evidence struct {
 	Samples, Kills, HookFailures int
+	// HooksHung counts the samples whose hook ran out the grace (of the
+	// HookFailures); their drains are not among the others.
+	HooksHung int
 	// P50, P95 and Max are over the drains that ended on their own (the
 	// Pods that were not killed); zero when every Pod was killed.
 	P50, P95, Max time.Duration
@@ -38,8 +46,12 @@ func Summarize(obs []Observation) Evidence {
 	var clean []time.Duration
 	for _, o := range obs {
 		e.Samples++
-		if o.HookFailed {
+		if o.HookFailed || o.HookHung {
 			e.HookFailures++
+		}
+		if o.HookHung {
+			e.HooksHung++
+			continue
 		}
 		if o.Killed {
 			e.Kills++
@@ -94,11 +106,22 @@ func (a Advice) Grace(current Budget) int64 {
 // its own took longer than that, the drain needed is unknown and the advice
 // is twice what was cut short, so that each round of kills at least
 // doubles the budget until Pods drain on their own and are measured.
-func Recommend(e Evidence, minSamples int) Advice {
+func Recommend(e Evidence, minSamples int) (a Advice) {
 	if e.Samples == 0 {
 		return Advice{Why: "no shutdown observed yet"}
 	}
-	var a Advice
+	// Only the drains that began when they should speak of the work.
+	hung := min(max(e.HooksHung, 0), e.Samples)
+	e.Samples -= hung
+	if e.Samples == 0 {
+		return Advice{Why: fmt.Sprintf("%s observed had its preStop hook run out the grace: no drain measured says anything of the work; make the hook finish",
+			plural(hung, "the 1 Pod", "all %d Pods"))}
+	}
+	defer func() {
+		if hung > 0 {
+			a.Why += fmt.Sprintf("; %s whose preStop hook ran out the grace not counted", pods(hung))
+		}
+	}()
 	// Any drain past MaxTerm advises MaxTerm: clamped first, the
 	// arithmetic cannot overflow (a report's numbers are whatever was
 	// written into it).
@@ -137,6 +160,13 @@ func killed(e Evidence) string {
 		return fmt.Sprintf("1 of %d Pods was", e.Samples)
 	}
 	return fmt.Sprintf("%d of %d Pods were", e.Kills, e.Samples)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return fmt.Sprintf(many, n)
 }
 
 func pods(n int) string {

@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -67,6 +68,12 @@ func TestSummarize(t *testing.T) {
 	if e != want {
 		t.Errorf("Summarize = %+v\nwant        %+v", e, want)
 	}
+	// A hook that ran out the grace is a hook failure, never a drain or a kill.
+	hung := Summarize(append(obs, Observation{Drain: secs(2), Killed: true, HookFailed: true, HookHung: true}))
+	want.Samples, want.HookFailures, want.HooksHung = 23, 2, 1
+	if hung != want {
+		t.Errorf("Summarize with a hung hook = %+v\nwant                      %+v", hung, want)
+	}
 	if e := Summarize(nil); e != (Evidence{}) {
 		t.Errorf("Summarize(nil) = %+v", e)
 	}
@@ -109,6 +116,12 @@ func TestRecommend(t *testing.T) {
 			clean(12, 12), secs(13), false, false, false, "too few samples: 2 of the 5 needed, and no kill; 2 Pods drained"},
 		{"drains of any length, however absurd, advise at most MaxTerm, never a wrapped negative",
 			[]Observation{{Drain: Infinity}, {Drain: Infinity, Killed: true}}, MaxTerm, true, true, false, "1 of 2 Pods was SIGKILLed after draining infinity"},
+		{"a Pod whose hook ran out the grace says nothing of the work: no advice",
+			[]Observation{{Drain: secs(2), Killed: true, HookFailed: true, HookHung: true}}, 0, false, false, false,
+			"the 1 Pod observed had its preStop hook run out the grace: no drain measured says anything of the work"},
+		{"hung hooks beside a kill: the kill decides, and the hung are said not to count",
+			[]Observation{kill, {Drain: secs(2), Killed: true, HookHung: true}, {Drain: secs(2), HookHung: true}}, secs(21), true, true, false,
+			"the 1 Pod observed was SIGKILLed after draining 10s"},
 		{"a kill cut at any length: MaxTerm",
 			[]Observation{{Drain: Infinity - 1, Killed: true}}, MaxTerm, true, true, false, "the 1 Pod observed was SIGKILLed"},
 	} {
@@ -121,6 +134,9 @@ func TestRecommend(t *testing.T) {
 			}
 			if !strings.HasPrefix(a.Why, tc.whyPrefix) {
 				t.Errorf("Why = %q\nwant it to start with %q", a.Why, tc.whyPrefix)
+			}
+			if e := Summarize(tc.obs); e.HooksHung > 0 && e.HooksHung < e.Samples && !strings.HasSuffix(a.Why, fmt.Sprintf("; %s whose preStop hook ran out the grace not counted", pods(e.HooksHung))) {
+				t.Errorf("Why = %q does not say the %d hung hooks were not counted", a.Why, e.HooksHung)
 			}
 		})
 	}

@@ -204,10 +204,21 @@ func writeRecommendText(w io.Writer, recs []recommendation) error {
 		if s.Kills > 0 {
 			p.line("  killed      %d of %d at the end of their grace, after draining up to %s", s.Kills, s.Samples, s.DrainCut)
 		}
-		if s.HookFailures > 0 {
-			p.line("  hook failed %d of %d: SIGTERM came at once, before the routing delay; fix the hook (graceguard.io/prestop: sleep needs no binary in the image)", s.HookFailures, s.Samples)
+		hung := 0
+		for _, smp := range r.report.Status.Samples {
+			if shutdownreport.HookHung(smp) {
+				hung++
+			}
+		}
+		if n := int(s.HookFailures) - hung; n > 0 {
+			p.line("  hook failed %d of %d: SIGTERM came at once, before the routing delay; fix the hook (graceguard.io/prestop: sleep needs no binary in the image)", n, s.Samples)
+		}
+		if hung > 0 {
+			p.line("  hook hung   %d of %d: it ran out the grace, so SIGTERM came only at its end, with the kubelet's 2s left; make the hook finish (these drains are not counted)", hung, s.Samples)
 		}
 		switch {
+		case r.rec == nil && s.Samples > 0:
+			p.line("  no recommendation: every sample's preStop hook ran out its grace, so no drain says anything of the work; fix the hook first")
 		case r.rec == nil:
 			p.line("  no recommendation: no sample")
 		case !r.rec.Enough:

@@ -390,9 +390,15 @@ func overCap(t Target, f budget.Fit, s Settings) Finding {
 		return Finding{DenyBudgetOverCap, field.Invalid(t.SpecPath.Child("terminationGracePeriodSeconds"), "infinity",
 			"a preStop hook that never ends fits no grace period; make it finish")}
 	}
+	fix := "lower " + KeyFor(f.Budget.Largest())
+	if f.Budget.Largest() == budget.Routing && f.Budget.Routing > s.Budget.Routing {
+		// The routing term is a preStop hook's length (effectiveBudget):
+		// the routing delay is not what to lower.
+		fix = "shorten the preStop hook, whose " + budget.Format(f.Budget.Routing) + " is the routing term"
+	}
 	return Finding{DenyBudgetOverCap, field.Invalid(t.SpecPath.Child("terminationGracePeriodSeconds"), f.Need,
-		fmt.Sprintf("the budget needs %s, over the cluster cap of %s (--max-grace-period, the cluster autoscaler's limit); lower %s",
-			needText(f, s, "s"), budget.Format(f.Cap), KeyFor(f.Budget.Largest())))}
+		fmt.Sprintf("the budget needs %s, over the cluster cap of %s (--max-grace-period, the cluster autoscaler's limit); %s",
+			needText(f, s, "s"), budget.Format(f.Cap), fix))}
 }
 
 // addProbes adds readiness and liveness probes from the annotations to
@@ -469,7 +475,8 @@ func probePort(c *corev1.Container, want *intstr.IntOrString) (intstr.IntOrStrin
 // readiness path is set: then a container left without a probe is
 // already explained (no port to probe), not told to set the path.
 func advise(targets []container, asked bool, r *Report) {
-	for _, c := range targets {
+	for i, c := range targets {
+		adviseHookBinary(c, i < len(r.Stops) && r.Stops[i].Added, r)
 		if isShellForm(c.c) {
 			f := "command"
 			if len(c.c.Command) == 0 {

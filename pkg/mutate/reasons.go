@@ -22,6 +22,7 @@ var reasonDocs = map[Reason]struct{ kind, text string }{
 	WarnNoProbePort:         {"warning", "A probe path was asked for but no treated container has a port to probe."},
 	WarnWouldChange:         {"warning", "Warn mode: what enforce mode would have changed."},
 	WarnZeroGraceRaised:     {"warning", "The spec set `terminationGracePeriodSeconds: 0` (delete at once): graceguard raised it to the budget like any other grace. To keep 0, opt the Pod out (`graceguard.io/inject: \"false\"`)."},
+	WarnHookBinaryMissing:   {"warning", "An exec preStop hook runs a bare command (looked up on PATH) or one under `/bin`, `/sbin`, `/usr/bin`, `/usr/sbin`, in an image whose name says it ships no distribution (`distroless` in the name or tag, except `debug` tags; `chainguard/static`): the binary may be missing, and then the hook fails and SIGTERM comes at once, before the routing delay. Use a sleep or httpGet hook, or the absolute path of a binary the image has."},
 	WarnAutoWork:            {"warning", "`graceguard.io/max-work: auto`: the work term graceguard chose, and from what (the workload's ShutdownReport, its floor or its ceiling)."},
 	DenyHookExceedsGrace:    {"denial", "A preStop hook lasts as long as or longer than the grace period it runs in (the Pod's, or a liveness/startup probe's): the kubelet would kill it."},
 	DenyBudgetExceedsGrace:  {"denial", "routing + work + cleanup (+ mesh proxy) + margin, or the routing profile's grace floor, is more than `terminationGracePeriodSeconds`."},

@@ -52,6 +52,9 @@ const (
 	WarnMeshProbes          Reason = "mesh-probes-not-added"
 	WarnZeroGraceRaised     Reason = "zero-grace-raised"
 	WarnOverCeiling         Reason = "over-platform-ceiling"
+	// WarnHookBinaryMissing: an exec preStop hook's command may not exist
+	// in an image whose name says it has no distribution (images.go).
+	WarnHookBinaryMissing Reason = "prestop-binary-may-be-missing"
 	// WarnMeshSettingIgnored: a mesh setting the mesh itself ignores
 	// (mesh.go); WarnMeshProxyNamed: graceguard.io/containers names a mesh
 	// proxy, which is never treated as an app container.
@@ -86,7 +89,7 @@ var AllReasons = []Reason{
 	SkipNotOptedIn, SkipExcluded, SkipMirrorPod, SkipOptedOut, SkipNotApplicable,
 	ChangePreStop, ChangeGrace, ChangeReadiness, ChangeLiveness, ChangeBudget, ChangeTreated, ChangeProxyWait, ChangeMeshAnnotation,
 	WarnShellForm, WarnLivenessIsReadiness, WarnNoReadiness, WarnHookUnknownLength, WarnNoProbePort, WarnWouldChange, WarnAutoWork,
-	WarnMeshProbes, WarnOverCeiling, WarnMeshSettingIgnored, WarnMeshProxyNamed, WarnZeroGraceRaised,
+	WarnMeshProbes, WarnOverCeiling, WarnMeshSettingIgnored, WarnMeshProxyNamed, WarnZeroGraceRaised, WarnHookBinaryMissing,
 	DenyHookExceedsGrace, DenyBudgetExceedsGrace, DenyBudgetOverCap, DenyInvalidAnnotation, DenyInvalidNamespace, DenyNotMutated, DenyTooManyContainers, DenyTooLarge,
 	DenyProxyExitsEarly, DenyInvalidMeshSetting, DenyOverCeiling, DenyStopSignalKills,
 }

@@ -170,7 +170,14 @@ func TestEventNotes(t *testing.T) {
 	}
 	ns := strings.Repeat("n", 63)
 	rec := budget.Format(time.Duration(1<<63 - 1))
-	for what, note := range map[string]string{"killed": killedNote(ns, rec, worst), "failed": failedNote(ns, worst)} {
+	mixed := append([]v1alpha1.Sample(nil), worst...)
+	for i := range mixed {
+		mixed[i].HookFailed = true
+		if i%2 == 0 {
+			mixed[i].PreStopSeconds = mixed[i].GraceSeconds
+		}
+	}
+	for what, note := range map[string]string{"killed": killedNote(ns, rec, worst), "failed": failedNote(ns, worst), "failed or hung": failedNote(ns, mixed)} {
 		t.Logf("the longest %s note: %d bytes", what, len(note))
 		if len(note) > maxWorstNote {
 			t.Errorf("the longest %s note has %d bytes, more than %d: %s", what, len(note), maxWorstNote, note)
@@ -179,6 +186,14 @@ func TestEventNotes(t *testing.T) {
 	one := worst[:1]
 	one[0].Pod, one[0].Container, one[0].GraceSeconds, one[0].DrainSeconds, one[0].Budget = "web-1", "app", 15, 10, budget15
 	if got, want := killedNote("shop", "21s", one), "1 Pod SIGKILLed at the end of 15s grace after draining 10s (web-1 container app); budget "+budget15+"; recommended max-work 21s: kubectl graceguard recommend -n shop"; got != want {
+		t.Errorf("note\n%s\nwant\n%s", got, want)
+	}
+	one[0].HookFailed, one[0].PreStopSeconds = true, 15
+	if got, want := failedNote("shop", one), "preStop hook failed in 1 Pod (web-1 container app): it ran out the 15s grace, so SIGTERM came only at its end, with the kubelet's 2s left; budget "+budget15+"; make the hook finish within the grace, or use a sleep graceguard can count (graceguard.io/prestop: sleep): kubectl graceguard recommend -n shop"; got != want {
+		t.Errorf("note\n%s\nwant\n%s", got, want)
+	}
+	one[0].PreStopSeconds = 5
+	if got, want := failedNote("shop", one), "preStop hook failed in 1 Pod (web-1 container app): SIGTERM came at once, before the routing delay; budget "+budget15+"; fix the hook (graceguard.io/prestop: sleep needs no binary in the image): kubectl graceguard recommend -n shop"; got != want {
 		t.Errorf("note\n%s\nwant\n%s", got, want)
 	}
 	if got := shutdownreport.Cut(strings.Repeat("é", 600), maxNote); len(got) > maxNote || !strings.HasSuffix(got, "é") {

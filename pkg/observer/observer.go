@@ -483,11 +483,28 @@ func killedNote(ns, recommended string, killed []v1alpha1.Sample) string {
 		podCount(len(killed)), last.GraceSeconds, last.DrainSeconds, podNames(killed), budgetOrNone(last.Budget), recommended, hint(ns)), maxNote)
 }
 
-// failedNote says which Pods' preStop hooks failed, and what to do.
+// failedNote says which Pods' preStop hooks failed, how (at once, or by
+// running out the grace: HookHung), and what to do.
 func failedNote(ns string, failed []v1alpha1.Sample) string {
 	last := failed[len(failed)-1]
-	return shutdownreport.Cut(fmt.Sprintf("preStop hook failed in %s (%s): SIGTERM came at once, before the routing delay; budget %s; fix the hook (graceguard.io/prestop: sleep needs no binary in the image): %s",
-		podCount(len(failed)), podNames(failed), budgetOrNone(last.Budget), hint(ns)), maxNote)
+	hung := 0
+	for _, s := range failed {
+		if shutdownreport.HookHung(s) {
+			hung++
+		}
+	}
+	how, fix := "SIGTERM came at once, before the routing delay", "fix the hook (graceguard.io/prestop: sleep needs no binary in the image)"
+	switch {
+	case hung == len(failed):
+		how = fmt.Sprintf("it ran out the %ds grace, so SIGTERM came only at its end, with the kubelet's 2s left", last.GraceSeconds)
+	case hung > 0:
+		how = fmt.Sprintf("%d failed at once (SIGTERM before the routing delay), %d ran out the grace (SIGTERM only at its end, 2s left)", len(failed)-hung, hung)
+	}
+	if hung > 0 {
+		fix = "make the hook finish within the grace, or use a sleep graceguard can count (graceguard.io/prestop: sleep)"
+	}
+	return shutdownreport.Cut(fmt.Sprintf("preStop hook failed in %s (%s): %s; budget %s; %s: %s",
+		podCount(len(failed)), podNames(failed), how, budgetOrNone(last.Budget), fix, hint(ns)), maxNote)
 }
 
 func hint(ns string) string { return "kubectl graceguard recommend -n " + ns }

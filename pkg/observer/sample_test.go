@@ -105,6 +105,33 @@ func TestObserve(t *testing.T) {
 			}),
 		},
 		{
+			name: "a hook that hangs fails only when the kubelet kills it with the container, after the grace: SIGTERM came at the grace, the drain counts from there",
+			pod: exited(deletedPod(nil, corev1.Container{Name: "app", Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"/app/drain"}}}}}),
+				"app", 137, "Error", at(17)),
+			hooks: []HookFailure{{Container: "app", At: at(17)}},
+			want: with(func(s *v1alpha1.Sample) {
+				s.PreStopSeconds, s.HookFailed, s.Exited, s.ExitCode, s.Reason, s.Outcome, s.DrainSeconds = 15, true, metav1.NewTime(at(17)), 137, "Error", v1alpha1.OutcomeKilled, 2
+			}),
+		},
+		{
+			name: "whole-second times put a hung hook's failure one second before the grace at worst: still hung",
+			pod: exited(deletedPod(nil, corev1.Container{Name: "app", Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"/app/drain"}}}}}),
+				"app", 0, "Completed", at(15)),
+			hooks: []HookFailure{{Container: "app", At: at(14)}},
+			want: with(func(s *v1alpha1.Sample) {
+				s.PreStopSeconds, s.HookFailed, s.Exited, s.Reason, s.Outcome, s.DrainSeconds = 15, true, metav1.NewTime(at(15)), "Completed", v1alpha1.OutcomeExited, 0
+			}),
+		},
+		{
+			name: "a hook of unknown length that fails well before the grace failed at once: SIGTERM then, the estimate stays",
+			pod: exited(deletedPod(nil, corev1.Container{Name: "app", Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"curl", "localhost/drain"}}}}}),
+				"app", 0, "Completed", at(6)),
+			hooks: []HookFailure{{Container: "app", At: at(2)}},
+			want: with(func(s *v1alpha1.Sample) {
+				s.PreStopEstimated, s.HookFailed, s.Exited, s.Reason, s.Outcome, s.DrainSeconds = true, true, metav1.NewTime(at(6)), "Completed", v1alpha1.OutcomeExited, 4
+			}),
+		},
+		{
 			name:  "a hook failure of an earlier life of the Pod (before the deletion) is not this shutdown's",
 			pod:   exited(deletedPod(nil, app), "app", 0, "Completed", at(12)),
 			hooks: []HookFailure{{Container: "app", At: at(-300)}},
@@ -257,5 +284,32 @@ func TestReportName(t *testing.T) {
 	n := v1alpha1.ReportName("StatefulSet", long)
 	if len(n) > 253 || !strings.HasPrefix(n, "statefulset-aaa") || n == v1alpha1.ReportName("StatefulSet", long+"b") {
 		t.Errorf("long name %q (%d chars) must be cut to 253 with a distinguishing hash", n, len(n))
+	}
+}
+
+// A sample whose hook ran out the grace is a hook failure: no drain, no
+// kill the recommendation counts, and no recommendation from it alone.
+func TestHungHooksGiveNoDrainOrAdvice(t *testing.T) {
+	hung := v1alpha1.Sample{Pod: "web-1", Container: "app", GraceSeconds: 30, PreStopSeconds: 30, HookFailed: true,
+		Outcome: v1alpha1.OutcomeKilled, ExitCode: 137, DrainSeconds: 4, Budget: budget15}
+	if !shutdownreport.HookHung(hung) {
+		t.Fatal("HookHung = false for a failed hook that used the whole grace")
+	}
+	for _, s := range []v1alpha1.Sample{
+		{GraceSeconds: 30, PreStopSeconds: 5, HookFailed: true},   // failed at once
+		{GraceSeconds: 30, PreStopSeconds: 30, HookFailed: false}, // no failure recorded
+	} {
+		if shutdownreport.HookHung(s) {
+			t.Errorf("shutdownreport.HookHung(%+v) = true", s)
+		}
+	}
+	sum, rec := shutdownreport.Summarize([]v1alpha1.Sample{hung}, shutdownreport.DefaultMinSamples)
+	if rec != nil || sum.DrainMax != "" || sum.Kills != 0 || sum.HookFailures != 1 || sum.Samples != 1 {
+		t.Errorf("shutdownreport.Summarize(one hung hook) = %+v, recommendation %+v; want 1 sample, 1 hook failure, no drain, no kill, no recommendation", sum, rec)
+	}
+	clean := v1alpha1.Sample{Pod: "web-2", Container: "app", GraceSeconds: 30, PreStopSeconds: 5, Outcome: v1alpha1.OutcomeExited, DrainSeconds: 6, Budget: budget15}
+	sum, rec = shutdownreport.Summarize([]v1alpha1.Sample{hung, clean}, 1)
+	if rec == nil || sum.DrainMax != "6s" || rec.MaxWork != "7s" || !strings.Contains(rec.Reason, "1 Pod whose preStop hook ran out the grace not counted") {
+		t.Errorf("shutdownreport.Summarize(hung, clean) = %+v, recommendation %+v; want the clean drain's 6s only, max-work 7s", sum, rec)
 	}
 }

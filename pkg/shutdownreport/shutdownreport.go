@@ -59,6 +59,7 @@ func Observations(samples []v1alpha1.Sample) []budget.Observation {
 			Drain:      seconds(s.DrainSeconds),
 			Killed:     s.Outcome == v1alpha1.OutcomeKilled,
 			HookFailed: s.HookFailed,
+			HookHung:   HookHung(s),
 		}
 	}
 	return obs
@@ -92,7 +93,8 @@ func Current(samples []v1alpha1.Sample) (b budget.Budget, grace int64, annotatio
 func Summarize(samples []v1alpha1.Sample, minSamples int) (v1alpha1.Summary, *v1alpha1.Recommendation) {
 	e := budget.Summarize(Observations(samples))
 	sum := v1alpha1.Summary{Samples: int32(e.Samples), Kills: int32(e.Kills), HookFailures: int32(e.HookFailures)}
-	if e.Samples > e.Kills {
+	if e.Samples-e.HooksHung > e.Kills {
+		// Some drain ended on its own (hung hooks' drains are not drains).
 		sum.DrainP50, sum.DrainP95, sum.DrainMax = budget.Format(e.P50), budget.Format(e.P95), budget.Format(e.Max)
 	}
 	if e.Kills > 0 {
@@ -102,7 +104,8 @@ func Summarize(samples []v1alpha1.Sample, minSamples int) (v1alpha1.Summary, *v1
 	if ok {
 		sum.Budget, sum.MaxWork, sum.Grace = ann, budget.Format(cur.Work), grace
 	}
-	if e.Samples == 0 {
+	if e.Samples == e.HooksHung {
+		// No sample, or none whose drain speaks of the work.
 		return sum, nil
 	}
 	a := budget.Recommend(e, minSamples)
@@ -147,4 +150,11 @@ func Cut(s string, n int) string {
 		n--
 	}
 	return s[:n]
+}
+
+// HookHung says whether a sample's preStop hook failed by running out its
+// grace: SIGTERM came only at its end, and its drain says nothing of the
+// work the Pod needs.
+func HookHung(s v1alpha1.Sample) bool {
+	return s.HookFailed && s.GraceSeconds > 0 && s.PreStopSeconds >= s.GraceSeconds
 }

@@ -40,6 +40,10 @@ const (
 	// shell's script is (the length of `sh -c "sleep 5; ..."` is read
 	// from it).
 	maxScriptBytes = 4096
+	// maxImageBytes bounds a container's image reference, which graceguard
+	// reads for its name only (mutate's exec hook advice): a repository of
+	// 255 bytes, a tag of 128, a digest of 71, with room to spare.
+	maxImageBytes = 512
 	// maxArgsRead bounds the arguments kept of a container's command and
 	// args: graceguard reads the first four (is it `sh -c` without exec?).
 	maxArgsRead = 4
@@ -294,6 +298,8 @@ func (r *jsonReader) container(c *corev1.Container) error {
 		switch string(name) {
 		case "name":
 			c.Name, err = r.str(maxNameBytes)
+		case "image":
+			c.Image, err = r.str(maxImageBytes)
 		case "command":
 			c.Command, err = r.strs(maxArgsRead, argLimit)
 		case "args":

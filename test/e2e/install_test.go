@@ -223,6 +223,10 @@ var _ = Describe("graceguard on a real node", Ordered, ContinueOnFailure, func()
 		requireInstalled()
 		nativeSidecar(ctx)
 	}, NodeTimeout(6*time.Minute))
+	It("10. a broken preStop hook: the app still gets SIGTERM and drains in what is left; graceguard warns and reports it", func(ctx SpecContext) {
+		requireInstalled()
+		brokenHook(ctx)
+	}, NodeTimeout(8*time.Minute))
 })
 
 // certMountTimes reads, from each webhook replica's log, when its rotator

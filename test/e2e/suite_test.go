@@ -36,7 +36,10 @@ import (
 // drainapp is built here.
 const (
 	drainappImage = "registry.local/drainapp:e2e"
-	appPort       = 8080
+	// drainappDistroless is the same app without the /bin/sleep link, under
+	// a name that says what it is: no distribution in it (scenario 10).
+	drainappDistroless = "registry.local/drainapp:e2e-distroless"
+	appPort            = 8080
 )
 
 // webhookImage is the release image installed: its name (repository:tag)
@@ -61,6 +64,8 @@ const (
 	nsHostile    = "gg-e2e-hostile"
 	nsHostileOut = "gg-e2e-hostile-out"
 	nsSteady     = "gg-e2e-steady"
+	// Scenario 10: broken preStop hooks.
+	nsBroken = "gg-e2e-broken-hook"
 
 	optInLabel = "graceguard.io/inject"
 )
@@ -69,7 +74,7 @@ var testNamespaces = []struct {
 	name    string
 	optedIn bool
 }{{nsLab, true}, {nsControl, false}, {nsRollA, true}, {nsRollB, false}, {nsHookA, true}, {nsHookB, false}, {nsChurn, true}, {nsMesh, true}, {nsTune, true}, {nsNative, true},
-	{nsHostile, true}, {nsHostileOut, false}, {nsSteady, true}}
+	{nsHostile, true}, {nsHostileOut, false}, {nsSteady, true}, {nsBroken, true}}
 
 var (
 	cl       *testcluster.Cluster
@@ -138,8 +143,14 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		{"./test/images/nativeproxy", nativeproxyImage, "/usr/local/bin/pilot-agent", nil,
 			[]ocipack.File{{Source: busybox, Path: "/bin/busybox", Symlinks: []string{"/bin/sh", "/bin/sleep"}}},
 			[]string{"proxy", "sidecar"}, []string{"PATH=/usr/local/bin:/bin"}, &ev.Env.NativeproxyDigest},
+		{"./test/images/drainapp", drainappDistroless, "/drainapp", nil, nil, nil, nil, &ev.Env.DrainappDistrolessDigest},
 	} {
-		archive := filepath.Join(repoRoot, "bin", "images", "e2e-"+filepath.Base(img.pkg)+".tar")
+		// One archive per image name: e2e-drainapp.tar, e2e-drainapp-distroless.tar.
+		variant := ""
+		if _, tag, _ := strings.Cut(img.name, ":e2e"); tag != "" {
+			variant = tag
+		}
+		archive := filepath.Join(repoRoot, "bin", "images", "e2e-"+filepath.Base(img.pkg)+variant+".tar")
 		res, err := ocipack.BuildGoImage(ctx, archive, ocipack.GoImage{
 			GoBuild: ocipack.GoBuild{Dir: repoRoot, Package: img.pkg, Stderr: GinkgoWriter},
 			Image: ocipack.Image{Name: img.name, Path: img.path, Symlinks: img.links, Files: img.files,
@@ -150,6 +161,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		*img.digest = res.Digest
 	}
 	ev.Env.DrainappImage = drainappImage
+	ev.Env.DrainappDistroless = drainappDistroless
 	ev.Env.TcpproxyImage = tcpproxyImage
 	ev.Env.HostileImage = hostileImage
 	ev.Env.NativeproxyImage = nativeproxyImage

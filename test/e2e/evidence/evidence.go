@@ -91,6 +91,7 @@ type Run struct {
 	Tune        *Tune        `json:"tuneFromEvidence,omitempty"`
 	Hostile     *Hostile     `json:"hostileTenant,omitempty"`
 	Native      *Native      `json:"istioNativeSidecar,omitempty"`
+	BrokenHook  *BrokenHook  `json:"brokenHook,omitempty"`
 }
 
 // Env is what the run ran on.
@@ -117,7 +118,10 @@ type Env struct {
 	NativeproxyImage  string `json:"nativeproxyImage,omitempty"`
 	NativeproxyDigest string `json:"nativeproxyDigest,omitempty"`
 	Busybox           string `json:"busybox,omitempty"`
-	ClusterOwned      bool   `json:"clusterStartedBySuite"`
+	// DrainappDistroless is the drain app without /bin/sleep (scenario 10).
+	DrainappDistroless       string `json:"drainappDistrolessImage,omitempty"`
+	DrainappDistrolessDigest string `json:"drainappDistrolessDigest,omitempty"`
+	ClusterOwned             bool   `json:"clusterStartedBySuite"`
 }
 
 // Spec is one Ginkgo spec's outcome.
@@ -283,6 +287,42 @@ type Hook struct {
 	Events        []string  `json:"events"`
 	HookCutEvents int       `json:"hookCutEvents"`
 	Checks        Checks    `json:"checks"`
+}
+
+// BrokenHook is scenario 10: a user's own preStop hook that fails (its
+// binary is not in the image) or hangs, in an opted-in namespace.
+type BrokenHook struct {
+	Namespace string       `json:"namespace"`
+	Arms      []*BrokenArm `json:"arms"`
+	Checks    Checks       `json:"checks"`
+}
+
+// BrokenArm is one broken hook: what graceguard answered, the deletion,
+// and what the kubelet and graceguard's observer reported.
+type BrokenArm struct {
+	Name     string `json:"name"`
+	Workload string `json:"workload"`
+	Image    string `json:"image"`
+	PreStop  string `json:"preStop"`
+	// Tried is a spec the user tried first and graceguard's answer to it.
+	Tried       string    `json:"tried,omitempty"`
+	TriedAnswer string    `json:"triedAnswer,omitempty"`
+	Warnings    []string  `json:"admissionWarnings"`
+	Deletion    *Deletion `json:"deletion,omitempty"`
+	// A second request sent shortly before the grace ends (the hang arm).
+	InFlight     string `json:"inFlight,omitempty"`
+	InFlightSent At     `json:"inFlightSent,omitempty"`
+	InFlightDone At     `json:"inFlightDone,omitempty"`
+	// PodEvents are the kubelet's events about the Pod; HookEvents counts
+	// its FailedPreStopHook events.
+	PodEvents  []string `json:"podEvents"`
+	HookEvents int      `json:"failedPreStopHookEvents"`
+	// What a user reads: the report's sample, graceguard's events on the
+	// workload, and `kubectl graceguard recommend`.
+	Sample         string   `json:"sample,omitempty"`
+	Observed       string   `json:"observed,omitempty"`
+	WorkloadEvents []string `json:"workloadEvents"`
+	Recommend      []string `json:"recommend"`
 }
 
 // SelfRollout is scenario 5: graceguard restarted while Pods are created.
@@ -676,6 +716,7 @@ func (r *Run) scenarios() []scenario {
 	add("tune", "7. Budgets from evidence: observe, recommend, apply", r.Tune != nil, checksOfT(r.Tune))
 	add("hostile", "8. A hostile tenant against the fail-closed webhook", r.Hostile != nil, checksOfX(r.Hostile))
 	add("native", "9. Istio native sidecar: its drain waits for the routing window", r.Native != nil, checksOfN(r.Native))
+	add("broken-hook", "10. A broken preStop hook: one fails, one hangs", r.BrokenHook != nil, checksOfB(r.BrokenHook))
 	return out
 }
 
@@ -692,6 +733,12 @@ func checksOf(i *Install) Checks {
 		return nil
 	}
 	return i.Checks
+}
+func checksOfB(b *BrokenHook) Checks {
+	if b == nil {
+		return nil
+	}
+	return b.Checks
 }
 func checksOfD(d *Deletion) Checks {
 	if d == nil {

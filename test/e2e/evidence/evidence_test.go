@@ -168,3 +168,32 @@ func TestRendersTheTuneScenario(t *testing.T) {
 		}
 	}
 }
+
+// testdata/run-broken-hook.json is a real run of scenario 10 (a broken
+// preStop hook): both arms, the kubelet's events and what the observer
+// reported render.
+func TestRendersTheBrokenHookScenario(t *testing.T) {
+	r, err := Read(filepath.Join("testdata", "run-broken-hook.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.BrokenHook == nil || len(r.BrokenHook.Arms) != 2 {
+		t.Fatalf("the run has no scenario 10 with two arms: %+v", r.BrokenHook)
+	}
+	md := Markdown(r, "e2e")
+	for _, want := range []string{
+		"| 10. A broken preStop hook: one fails, one hangs | passed |",
+		"## 10. A broken preStop hook: one fails, one hangs",
+		"### a. the hook's binary is missing",
+		"### b. the hook hangs",
+		"may be missing from a distroless image",
+		"Warning FailedPreStopHook: PreStopHook failed",
+		"Warning PreStopHookFailed:",
+		"$ kubectl graceguard recommend -n gg-e2e-broken-hook",
+		"hook hung   1 of 1",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the Markdown lacks %q", want)
+		}
+	}
+}
