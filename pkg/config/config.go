@@ -59,8 +59,8 @@ type Config struct {
 	Limits webhook.Limits
 	// MaxConnections bounds the webhook server's open connections, and
 	// MaxPendingConnections (fewer) those that have not sent a whole
-	// request yet: at a cap, a new connection takes the place of a pending or
-	// idle one of the peer holding the most connections.
+	// request yet: at a cap, a new connection takes the place of an idle or
+	// pending one of the peer holding the most connections.
 	MaxConnections        int
 	MaxPendingConnections int
 	// EnableHTTP2 serves the webhooks over HTTP/2 too. Off by default, as
@@ -194,7 +194,7 @@ func (c *Config) Flags() flags.Flags {
 				return nil
 			}},
 		flags.Flag{Name: "max-connections", Value: flags.Int(&c.MaxConnections),
-			Usage: "webhook connections open at once; a new one beyond closes an idle, else a pending, one of the peer holding the most, or is refused when all are in a request",
+			Usage: "webhook connections open at once; a new one beyond closes the peer holding the most's longest idle, else oldest pending, one; it is refused when that peer is its own and all of its connections are in a request",
 			Check: flags.InRange(&c.MaxConnections, minConnections, maxConnections, "")},
 		flags.Flag{Name: "max-pending-connections", Value: flags.Int(&c.MaxPendingConnections),
 			Usage: "webhook connections that have not sent a whole request yet (in the TLS handshake or sending their first request's headers); a new one beyond closes the oldest of the peer holding the most; fewer than --max-connections",

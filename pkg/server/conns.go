@@ -210,7 +210,9 @@ func (t *connTracker) open() int {
 
 // admit tracks a newly accepted connection, pending. To make room it may
 // return a victim, already untracked, for the caller to close; it returns
-// ok false, and tracks nothing, when every open connection is in a request.
+// ok false, and tracks nothing, when the peer holding the most connections
+// is the newcomer's and all of them are in a request, or when every open
+// connection is.
 func (t *connTracker) admit(c *trackedConn) (victim *trackedConn, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -222,11 +224,15 @@ func (t *connTracker) admit(c *trackedConn) (victim *trackedConn, ok bool) {
 	switch {
 	case pending.n >= t.limits.maxPending && pending.n > 0:
 		victim = t.victimLocked(pending)
-	case t.open() >= t.limits.maxOpen && idle.n > 0:
-		victim = t.victimLocked(idle)
-	case t.open() >= t.limits.maxOpen && pending.n > 0:
-		victim = t.victimLocked(pending)
-	case t.open() >= t.limits.maxOpen:
+	case t.open() >= t.limits.maxOpen && idle.n+pending.n > 0:
+		victim = t.victimLocked(idle, pending)
+		if t.peers[victim.peer] < t.peers[c.peer] {
+			// The newcomer's peer holds the most, all of it in requests:
+			// it gives way itself, not a smaller peer's connection.
+			victim = nil
+		}
+	}
+	if t.open() >= t.limits.maxOpen && victim == nil {
 		t.dropPeerLocked(c.peer)
 		t.metrics.refused()
 		return nil, false
@@ -243,14 +249,21 @@ func (t *connTracker) admit(c *trackedConn) (victim *trackedConn, ok bool) {
 	return victim, true
 }
 
-// victimLocked returns the connection of l to close: of the peer holding
-// the most connections, the first in l (the oldest pending, or the one
-// idle the longest). l is never empty.
-func (t *connTracker) victimLocked(l *connList) *trackedConn {
-	victim, most := l.head, 0
-	for c := l.head; c != nil; c = c.next {
-		if n := t.peers[c.peer]; n > most {
-			victim, most = c, n
+// victimLocked returns the connection to close: of the peer holding the
+// most connections, the first in the first of lists that has one (the one
+// idle the longest, else the oldest pending). The peer comes first: a
+// flood that never idles gives way with its pending connections rather
+// than closing another peer's idle ones, which the API server may be
+// reusing that instant (a POST on a connection just closed fails and is
+// not retried). lists hold at least one connection.
+func (t *connTracker) victimLocked(lists ...*connList) *trackedConn {
+	var victim *trackedConn
+	most := 0
+	for _, l := range lists {
+		for c := l.head; c != nil; c = c.next {
+			if n := t.peers[c.peer]; n > most {
+				victim, most = c, n
+			}
 		}
 	}
 	return victim

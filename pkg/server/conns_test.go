@@ -257,6 +257,49 @@ func TestUnreadBodiesEndTheirConnection(t *testing.T) {
 // kept-alive and new connections, from another address, stay open however
 // long the flood goes on, while the caps hold. A peer loses one only while
 // it holds the most.
+// A flood that never idles (its connections stay in the handshake or in a
+// request) must not make room by closing the API server's kept-alive
+// connections: the API server reuses an idle connection without warning,
+// and a POST on one just closed fails (write: broken pipe) and is not
+// retried, so the Pod's mutation is skipped.
+func TestTrackerKeepsAnotherPeersIdleConnectionsWhenTheFloodNeverIdles(t *testing.T) {
+	tr, _ := trackerWith(t, 64, 32)
+	var api []*trackedConn
+	for i := range 8 {
+		c := &trackedConn{Conn: &stubConn{name: fmt.Sprintf("api-%d", i)}, t: tr, peer: "10.0.0.1"}
+		if victim, ok := tr.admit(c); !ok || victim != nil {
+			t.Fatalf("api-%d: admitted %v, evicted %v", i, ok, victim)
+		}
+		served(tr, c)
+		api = append(api, c)
+	}
+	for i := range 1000 {
+		c := &trackedConn{Conn: &stubConn{name: fmt.Sprintf("flood-%d", i)}, t: tr, peer: "10.0.0.9"}
+		victim, ok := tr.admit(c)
+		if !ok {
+			// Every other connection is in the flood's requests: refusing
+			// is the designed answer then.
+			continue
+		}
+		if victim != nil {
+			if name := victim.Conn.(*stubConn).name; strings.HasPrefix(name, "api-") {
+				t.Fatalf("flood-%d evicted the API server's idle %s", i, name)
+			}
+			_ = victim.closeRaw()
+		}
+		// Half the flood's connections get into a request and stay there.
+		if i%2 == 0 {
+			tr.setState(c, http.StateNew)
+			tr.setState(c, http.StateActive)
+		}
+	}
+	for _, c := range api {
+		if c.Conn.(*stubConn).closed != 0 {
+			t.Fatalf("%s was closed", c.Conn.(*stubConn).name)
+		}
+	}
+}
+
 func TestTrackerEvictsFromThePeerHoldingTheMost(t *testing.T) {
 	tr, _ := trackerWith(t, 64, 32)
 	from := func(peer, name string) (*trackedConn, string, bool) {
