@@ -245,15 +245,7 @@ func (sc l5dScenario) mode() string {
 }
 
 func l5dKey(sc l5dScenario, what string) string {
-	kind := "matrix"
-	if sc.corpus {
-		kind = "linkerd fixtures"
-	}
-	k := fmt.Sprintf("linkerd %s install, %s", sc.mode(), kind)
-	if what != "" {
-		k += ": " + what
-	}
-	return k
+	return reportKey(fmt.Sprintf("linkerd %s install", sc.mode()), "linkerd fixtures", sc.corpus, what)
 }
 
 func l5dBasePod() *corev1.Pod {
@@ -389,38 +381,10 @@ func l5dCorpus(t *testing.T) []l5dScenario {
 func runLinkerd(t *testing.T, sc l5dScenario) (injectorFirst, graceguardFirst outcome) {
 	t.Helper()
 	n := linkerdNS(sc.nsAnn)
-	if injected, err := injectLinkerd(t, sc.pod, n.Annotations, sc.native); err != nil {
-		injectorFirst.refused = "linkerd: " + err.Error()
-	} else {
-		injectorFirst = decidedIn(t, injected, n)
-		injectorFirst.injected = injected
-	}
-	g1, _ := graceguardIn(t, sc.pod, n)
-	if injected, err := injectLinkerd(t, g1, n.Annotations, sc.native); err != nil {
-		graceguardFirst.refused = "linkerd: " + err.Error()
-	} else {
-		graceguardFirst = decidedIn(t, injected, n)
-	}
+	injectorFirst, graceguardFirst, _ = bothOrders(t, "linkerd", sc.pod, n, func(p *corev1.Pod) (*corev1.Pod, error) {
+		return injectLinkerd(t, p, n.Annotations, sc.native)
+	})
 	return injectorFirst, graceguardFirst
-}
-
-func decidedIn(t *testing.T, injected *corev1.Pod, n mutate.Namespace) outcome {
-	t.Helper()
-	stored, res := graceguardIn(t, injected, n)
-	o := outcome{stored: stored}
-	if res.Validation != nil && res.Validation.Denied() {
-		o.refused = "graceguard: " + res.Validation.Err().Error()
-		for _, f := range res.Validation.Violations {
-			o.reasons = append(o.reasons, f.Reason)
-		}
-	}
-	if res.Mutation != nil {
-		o.warnings = append(o.warnings, res.Mutation.Warnings...)
-	}
-	if res.Validation != nil {
-		o.warnings = append(o.warnings, res.Validation.Warnings...)
-	}
-	return o
 }
 
 // TestLinkerdInjector holds graceguard to Linkerd's real injector.

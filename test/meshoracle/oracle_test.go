@@ -175,11 +175,17 @@ func (sc scenario) mode() string {
 
 // countKey names a line of the report: mesh, mode, corpus, and what.
 func countKey(sc scenario, what string) string {
+	return reportKey("istio "+sc.mode(), "istio testdata", sc.corpus, what)
+}
+
+// reportKey names a line of the report: the mesh and its mode, the matrix
+// or the mesh's own corpus, and what, if anything.
+func reportKey(meshMode, corpusName string, corpus bool, what string) string {
 	kind := "matrix"
-	if sc.corpus {
-		kind = "istio testdata"
+	if corpus {
+		kind = corpusName
 	}
-	k := fmt.Sprintf("istio %s, %s", sc.mode(), kind)
+	k := meshMode + ", " + kind
 	if what != "" {
 		k += ": " + what
 	}
@@ -201,31 +207,47 @@ type outcome struct {
 // Istio's Never), then graceguard's validating webhook on the result.
 func run(t *testing.T, s istioSetup, sc scenario) (injectorFirst, graceguardFirst outcome, meshErr error) {
 	t.Helper()
-	injected, meshErr := s.injectIstio(sc.pod, sc.native)
+	return bothOrders(t, "istio", sc.pod, ns, func(p *corev1.Pod) (*corev1.Pod, error) { return s.injectIstio(p, sc.native) })
+}
+
+// bothOrders runs the mesh's injector and graceguard on a Pod of namespace
+// n in both webhook orders, then graceguard's validating webhook on each
+// result. meshErr is the injector's refusal of the Pod as it was.
+func bothOrders(t *testing.T, mesh string, pod *corev1.Pod, n mutate.Namespace, inject func(*corev1.Pod) (*corev1.Pod, error)) (injectorFirst, graceguardFirst outcome, meshErr error) {
+	t.Helper()
+	injected, meshErr := inject(pod)
 	if meshErr != nil {
-		injectorFirst.refused = "istio: " + meshErr.Error()
+		injectorFirst.refused = mesh + ": " + meshErr.Error()
 	} else {
-		injectorFirst = decided(t, injected)
+		injectorFirst = decidedIn(t, injected, n)
 		injectorFirst.injected = injected
 	}
-	g1, _ := graceguard(t, sc.pod)
-	if injected2, err := s.injectIstio(g1, sc.native); err != nil {
-		graceguardFirst.refused = "istio: " + err.Error()
+	g1, _ := graceguardIn(t, pod, n)
+	if injected2, err := inject(g1); err != nil {
+		graceguardFirst.refused = mesh + ": " + err.Error()
 	} else {
-		graceguardFirst = decided(t, injected2)
+		graceguardFirst = decidedIn(t, injected2, n)
 	}
 	return injectorFirst, graceguardFirst, meshErr
 }
 
-func decided(t *testing.T, injected *corev1.Pod) outcome {
+// decidedIn is graceguard's decision, both webhooks, on an injected Pod of
+// namespace n: what is stored, or why it is refused, and the warnings.
+func decidedIn(t *testing.T, injected *corev1.Pod, n mutate.Namespace) outcome {
 	t.Helper()
-	stored, res := graceguard(t, injected)
+	stored, res := graceguardIn(t, injected, n)
 	o := outcome{stored: stored}
 	if res.Validation != nil && res.Validation.Denied() {
 		o.refused = "graceguard: " + res.Validation.Err().Error()
 		for _, f := range res.Validation.Violations {
 			o.reasons = append(o.reasons, f.Reason)
 		}
+	}
+	if res.Mutation != nil {
+		o.warnings = append(o.warnings, res.Mutation.Warnings...)
+	}
+	if res.Validation != nil {
+		o.warnings = append(o.warnings, res.Validation.Warnings...)
 	}
 	return o
 }
