@@ -201,19 +201,11 @@ func TestNamesWithoutRegistryOrTagAreRefused(t *testing.T) {
 	}
 }
 
-func TestSymlinksPointAtTheBinary(t *testing.T) {
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "app")
-	if err := os.WriteFile(bin, []byte("binary"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	res, err := ocipack.Write(filepath.Join(dir, "app.tar"), ocipack.Image{
-		Name: "registry.local/app:v1", Binary: bin, Symlinks: []string{"/usr/bin/sleep", "/bin/sleep"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := readArchive(t, res.Archive)
+// layerOf reads the first layer of the first image of an archive: each
+// entry's header and content, by name.
+func layerOf(t *testing.T, archive string) (map[string]*tar.Header, map[string]string) {
+	t.Helper()
+	files := readArchive(t, archive)
 	var index struct{ Manifests []descriptor }
 	if err := json.Unmarshal(files["index.json"], &index); err != nil {
 		t.Fatal(err)
@@ -227,7 +219,7 @@ func TestSymlinksPointAtTheBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr := tar.NewReader(zr)
-	entries := map[string]*tar.Header{}
+	entries, data := map[string]*tar.Header{}, map[string]string{}
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
@@ -237,7 +229,25 @@ func TestSymlinksPointAtTheBinary(t *testing.T) {
 			t.Fatal(err)
 		}
 		entries[h.Name] = h
+		b, _ := io.ReadAll(tr)
+		data[h.Name] = string(b)
 	}
+	return entries, data
+}
+
+func TestSymlinksPointAtTheBinary(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "app")
+	if err := os.WriteFile(bin, []byte("binary"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res, err := ocipack.Write(filepath.Join(dir, "app.tar"), ocipack.Image{
+		Name: "registry.local/app:v1", Binary: bin, Symlinks: []string{"/usr/bin/sleep", "/bin/sleep"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := layerOf(t, res.Archive)
 	for _, l := range []string{"bin/sleep", "usr/bin/sleep"} {
 		if h := entries[l]; h == nil || h.Typeflag != tar.TypeSymlink || h.Linkname != "/app" {
 			t.Errorf("%s = %+v, want a symlink to /app", l, h)
@@ -270,33 +280,7 @@ func TestFilesLandBesideTheBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := readArchive(t, res.Archive)
-	var index struct{ Manifests []descriptor }
-	if err := json.Unmarshal(files["index.json"], &index); err != nil {
-		t.Fatal(err)
-	}
-	var manifest struct{ Layers []descriptor }
-	if err := json.Unmarshal(blob(t, files, index.Manifests[0].Digest), &manifest); err != nil {
-		t.Fatal(err)
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(blob(t, files, manifest.Layers[0].Digest)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := tar.NewReader(zr)
-	entries, data := map[string]*tar.Header{}, map[string]string{}
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		entries[h.Name] = h
-		b, _ := io.ReadAll(tr)
-		data[h.Name] = string(b)
-	}
+	entries, data := layerOf(t, res.Archive)
 	if h := entries["bin/busybox"]; h == nil || h.Typeflag != tar.TypeReg || h.Mode != 0o755 || data["bin/busybox"] != "busybox" {
 		t.Errorf("bin/busybox = %+v (%q), want the host file, 0755", h, data["bin/busybox"])
 	}
