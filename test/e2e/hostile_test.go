@@ -999,7 +999,7 @@ func hostileChecks(h *evidence.Hostile, ck *evidence.Checks) {
 	}
 	ck.Add("each replica held at most --max-connections (256) open at once", "<= 256 (scraped every second)", len(webhooks) == 2 && len(over) == 0,
 		"%s", replicaList(webhooks, func(r *evidence.Replica) string {
-			return fmt.Sprintf("peak %g, evicted %s, refused %g", r.ConnsPeak, floatMap(r.Evicted), r.Refused)
+			return fmt.Sprintf("peak %g, evicted %s, refused %g", r.ConnsPeak, evidence.KindList(r.Evicted), r.Refused)
 		}))
 
 	// The tenant's reviews reached graceguard: the API server's own count
@@ -1066,7 +1066,7 @@ func hostileChecks(h *evidence.Hostile, ck *evidence.Checks) {
 
 	ck.Add("the observer ignored the treated Pods of the namespace that did not opt in", "no ShutdownReport there, deletions skipped as namespace-not-treated",
 		h.OutsideReports == 0 && h.ObserverSkipped["namespace-not-treated"] > 0,
-		"%d reports; skipped %s", h.OutsideReports, floatMap(h.ObserverSkipped))
+		"%d reports; skipped %s", h.OutsideReports, evidence.KindList(h.ObserverSkipped))
 }
 
 func floodTotals(fs []*evidence.Flood) string {
@@ -1083,16 +1083,4 @@ func replicaList(rs []*evidence.Replica, f func(*evidence.Replica) string) strin
 		parts = append(parts, r.Pod+": "+f(r))
 	}
 	return strings.Join(parts, "; ")
-}
-
-func floatMap(m map[string]float64) string {
-	if len(m) == 0 {
-		return "none"
-	}
-	var parts []string
-	for k, v := range m {
-		parts = append(parts, fmt.Sprintf("%s %g", k, v))
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, ", ")
 }

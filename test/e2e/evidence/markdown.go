@@ -549,7 +549,7 @@ func hostileSection(b *strings.Builder, h *Hostile) {
 	b.WriteString("\n| webhook replica | connections open at most (scraped) | evicted | refused | TLS handshakes aborted | /readyz failed (checked every second, 1 s timeout) |\n|---|---|---|---|---|---|\n")
 	for _, r := range h.Replicas {
 		if r.Role == "webhook" {
-			fmt.Fprintf(b, "| %s | %g | %s | %g | %g | %d of %d%s |\n", r.Pod, r.ConnsPeak, cell(floats(r.Evicted)), r.Refused, r.HandshakesAborted,
+			fmt.Fprintf(b, "| %s | %g | %s | %g | %g | %d of %d%s |\n", r.Pod, r.ConnsPeak, cell(KindList(r.Evicted)), r.Refused, r.HandshakesAborted,
 				r.ReadyzFailed, r.ReadyzChecks, cell(quoteList(r.ReadyzSamples)))
 		}
 	}
@@ -571,7 +571,7 @@ func hostileSection(b *strings.Builder, h *Hostile) {
 		b.WriteString("\n")
 	}
 	fmt.Fprintf(b, "The observer: deleted treated Pods it skipped over the attack, by reason: %s; ShutdownReports in `%s`: %d.\n\n",
-		floats(h.ObserverSkipped), h.Outside, h.OutsideReports)
+		KindList(h.ObserverSkipped), h.Outside, h.OutsideReports)
 	if len(h.Events) > 0 {
 		b.WriteString("Warning events of graceguard's namespace, and the node's SystemOOM events, during the attack:\n\n")
 		for _, e := range h.Events {
@@ -673,18 +673,6 @@ func count(n int64) string {
 	return fmt.Sprint(n)
 }
 
-func floats(m map[string]float64) string {
-	if len(m) == 0 {
-		return "none"
-	}
-	var parts []string
-	for k, v := range m {
-		parts = append(parts, fmt.Sprintf("%s %g", k, v))
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, ", ")
-}
-
 // floodName says what a kind of hostile connection does.
 func floodName(kind string) string {
 	switch kind {
@@ -716,13 +704,13 @@ func OrNone(s string) string {
 }
 
 // KindList is "kind count, ..." sorted, or "none".
-func KindList(m map[string]int) string {
+func KindList[V int | float64](m map[string]V) string {
 	if len(m) == 0 {
 		return "none"
 	}
 	var parts []string
 	for k, v := range m {
-		parts = append(parts, fmt.Sprintf("%s %d", k, v))
+		parts = append(parts, fmt.Sprintf("%s %v", k, v))
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ", ")
