@@ -12,6 +12,7 @@ const (
 	ConnectionsName             = "graceguard_webhook_connections"
 	ConnectionsEvictedName      = "graceguard_webhook_connections_evicted_total"
 	ConnectionsRefusedName      = "graceguard_webhook_connections_refused_total"
+	ConnectionsPeakName         = "graceguard_webhook_connections_peak"
 	HandshakesAbortedName       = "graceguard_webhook_tls_handshakes_aborted_total"
 	abortTimeout, abortTooLarge = "timeout", "too-large"
 )
@@ -21,6 +22,7 @@ const (
 // records nothing.
 type connMetrics struct {
 	openG    [numConnStates]prometheus.Gauge
+	peakG    prometheus.Gauge
 	evictedC [numConnStates]prometheus.Counter
 	refusedC prometheus.Counter
 	abortedC map[string]prometheus.Counter
@@ -57,7 +59,14 @@ func newConnMetrics(reg prometheus.Registerer) (*connMetrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &connMetrics{refusedC: refused, abortedC: map[string]prometheus.Counter{}}
+	peak, err := registerOrReuse(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: ConnectionsPeakName,
+		Help: "The most webhook connections open at once since the server started, counted as each is admitted (exact: a sum of graceguard_webhook_connections' states, scraped one after another, can count a connection changing state twice).",
+	}))
+	if err != nil {
+		return nil, err
+	}
+	m := &connMetrics{peakG: peak, refusedC: refused, abortedC: map[string]prometheus.Counter{}}
 	for s := range numConnStates {
 		m.openG[s] = open.WithLabelValues(s.String())
 		if s != connActive {
@@ -86,6 +95,12 @@ func registerOrReuse[C prometheus.Collector](reg prometheus.Registerer, c C) (C,
 func (m *connMetrics) add(s connState, d float64) {
 	if m != nil {
 		m.openG[s].Add(d)
+	}
+}
+
+func (m *connMetrics) setPeak(n int) {
+	if m != nil {
+		m.peakG.Set(float64(n))
 	}
 }
 

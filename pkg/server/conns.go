@@ -245,6 +245,7 @@ func (t *connTracker) admit(c *trackedConn) (victim *trackedConn, ok bool) {
 	t.lists[connPending].pushBack(c)
 	t.metrics.add(connPending, 1)
 	t.peak = max(t.peak, t.open())
+	t.metrics.setPeak(t.peak)
 	t.peakPending = max(t.peakPending, t.lists[connPending].n)
 	return victim, true
 }

@@ -362,3 +362,21 @@ func TestTrackerEvictsFromThePeerHoldingTheMost(t *testing.T) {
 		t.Fatalf("at the open cap a new peer's connection: admitted %v, evicted %q; want api-0, the longest idle of the peer holding the most", ok, evicted)
 	}
 }
+
+// The peak gauge is the tracker's own count, exact at the cap: the e2e
+// suite's bound check reads it rather than a sum of the state gauges.
+func TestPeakGaugeIsTheMostOpenAtOnce(t *testing.T) {
+	tr, m := trackerWith(t, 4, 3)
+	for i := range 20 {
+		c := &trackedConn{Conn: &stubConn{name: fmt.Sprintf("c-%d", i)}, t: tr, peer: fmt.Sprintf("10.0.0.%d", i%3)}
+		if victim, ok := tr.admit(c); ok && victim != nil {
+			_ = victim.closeRaw()
+		}
+		if i%2 == 0 {
+			served(tr, c)
+		}
+	}
+	if got := testutil.ToFloat64(m.peakG); got != 4 {
+		t.Fatalf("%s = %g, want 4, the cap the tracker held", ConnectionsPeakName, got)
+	}
+}

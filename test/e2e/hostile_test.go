@@ -807,7 +807,9 @@ func (t *target) sample(ctx context.Context) {
 			t.last = s
 			t.rep.RSSPeak = max(t.rep.RSSPeak, int64(sum(s, "process_resident_memory_bytes")))
 			t.rep.HeapPeak = max(t.rep.HeapPeak, int64(sum(s, "go_memstats_heap_inuse_bytes")))
-			t.rep.ConnsPeak = max(t.rep.ConnsPeak, sum(s, "graceguard_webhook_connections"))
+			// The server's own peak: a sum of the state gauges, read one
+			// after another, can count a connection changing state twice.
+			t.rep.ConnsPeak = max(t.rep.ConnsPeak, sum(s, "graceguard_webhook_connections_peak"))
 			t.rep.CachedPodsPeak = max(t.rep.CachedPodsPeak, sum(s, "graceguard_observer_pods"))
 		}
 		if t.rep.Role == "webhook" {
