@@ -128,6 +128,9 @@ func explain(p *printer, o object) {
 			if !mutate.StopSignalDrains(g.stop.Signal) {
 				v = noDrain(tl, g.stop.Signal)
 			}
+			if a := assumptions(o, g); a != "" {
+				v += " " + a
+			}
 			for _, l := range wrap(v, proseWidth) {
 				p.line("  %s", l)
 			}
@@ -231,7 +234,7 @@ func writeBudget(p *printer, o object) {
 	lines = append(lines, line{"needs", needs, note})
 	groups := stopGroups(m)
 	for _, g := range groups {
-		note := g.note(m)
+		note := g.note(m, o.res.Validation.Err() != nil)
 		if len(groups) > 1 {
 			note = strings.Join(g.names, ", ") + ": " + note
 		}
@@ -357,11 +360,15 @@ func (g stopGroup) sigterm(multi bool) string {
 	return sig + " to " + strings.Join(g.names, ", ") + why
 }
 
-func (g stopGroup) note(m *mutate.Report) string {
+// note says where a group's preStop hook comes from. denied is set when
+// the validating webhook refuses the Pod: then graceguard added nothing.
+func (g stopGroup) note(m *mutate.Report, denied bool) string {
 	multi := len(stopGroups(m)) > 1
 	switch {
 	case !g.stop.Known:
 		return "unknown length (see warnings); budget and chart count " + budget.Format(m.Budget.Routing) + " for it"
+	case g.stop.Hook == 0 && denied && len(m.Changes) == 0:
+		return "graceguard adds none to a Pod it denies (see denied)"
 	case g.stop.Hook == 0:
 		return "the app must keep serving for the routing time after SIGTERM"
 	case !g.stop.Added:
@@ -444,4 +451,22 @@ func proxyNote(m *mutate.Report) []string {
 		wait = "waits at least " + budget.Format(mr.Wait)
 	}
 	return []string{fmt.Sprintf("%s %s before its SIGTERM (the app is done at %ds),", who, wait, mr.NeedWait), "then " + mr.ExitWhy}
+}
+
+// assumptions says what a verdict takes on trust, when that is what the
+// times rest on: a hook of unknown length, or the cluster's default work
+// term where the spec's own grace period says the work may be longer.
+func assumptions(o object, g stopGroup) string {
+	m := o.res.Mutation
+	var out []string
+	if !g.stop.Known {
+		out = append(out, fmt.Sprintf("These times hold only if the preStop hook (%s, unknown length) ends within %s, as the budget assumes.",
+			g.stop.Desc, budget.Format(m.Budget.Routing)))
+	}
+	need := m.Budget.Grace()
+	if m.Sources[budget.Work] == mutate.FromCluster && m.Budget.Routing != budget.Infinity && need > 0 && m.GraceBefore >= 2*need && m.Grace == m.GraceBefore {
+		out = append(out, fmt.Sprintf("The work term (%s) is the cluster default (%s), an assumption: the spec's grace of %ds suggests longer work; if so, set %s.",
+			budget.Format(m.Budget.Work), flags.DefaultFlag(budget.Work), m.GraceBefore, mutate.KeyFor(budget.Work)))
+	}
+	return strings.Join(out, " ")
 }
