@@ -40,6 +40,8 @@ func TestBadInputIsAUsageErrorThatSaysWhatIsAccepted(t *testing.T) {
 			[]string{"-f testdata/nope.yaml: no such file or directory", "want a YAML or JSON file"}},
 		{"a document that is not YAML", []string{"explain", "-f", "testdata/bad.yaml"},
 			[]string{"testdata/bad.yaml#1", "not valid YAML or JSON"}},
+		{"a Helm template not rendered", []string{"check", "-f", "testdata/bad-helm.yaml"},
+			[]string{"testdata/bad-helm.yaml#1", "template actions ({{ ... }})", "helm template CHART | kubectl graceguard check -f -"}},
 		{"a budget flag that is not a duration", []string{"check", "-f", "testdata/check.yaml", "--default-max-work=banana"},
 			[]string{`"banana"`, `"--default-max-work"`, budget.AcceptedForms}},
 		{"a budget flag over an hour", []string{"explain", "-f", "testdata/check.yaml", "--default-cleanup", "2h"},

@@ -30,7 +30,7 @@ The YAML output is the input with graceguard's additions written into it:
 every byte of an object graceguard does not change is kept, and a changed
 object keeps its comments, key order, quoting, blank lines and layout, with
 the added fields at the end of the mapping that holds them (a List stays a
-List; documents written as JSON are printed as YAML). Pipe it into git diff
+List; documents written as JSON stay JSON). Pipe it into git diff
 or kubectl apply. -o json prints the patched objects as JSON.
 
 Warnings, and the denials the validating webhook would return, go to stderr;

@@ -115,10 +115,18 @@ func TestRenderEdgeCases(t *testing.T) {
 			t.Errorf("got:\n%s", out)
 		}
 	})
+	t.Run("a changed document keeps its ... end marker and what follows it", func(t *testing.T) {
+		in := pod + "... # end\n# about the next\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n"
+		out, _ := renderString(t, in)
+		if !strings.Contains(out, "seconds: 5\n... # end\n# about the next\n---\n") {
+			t.Errorf("the marker moved or went:\n%s", out)
+		}
+	})
 }
 
 func TestDocumentNumbersAreKubectls(t *testing.T) {
-	// kubectl's reader skips empty documents but counts comment-only ones.
+	// kubectl's reader skips empty documents but counts comment-only ones
+	// between separators.
 	in := "---\n---\n# comment\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\n\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n"
 	docs, err := Read(strings.NewReader(in), "f")
 	if err != nil {
@@ -129,6 +137,12 @@ func TestDocumentNumbersAreKubectls(t *testing.T) {
 	}
 	if docs[0].Line != 5 || docs[1].Line != 11 {
 		t.Errorf("lines %d and %d, want 5 and 11", docs[0].Line, docs[1].Line)
+	}
+	// A comment block before the first --- is the stream's prefix (a
+	// licence header), not a document: the first object is #1.
+	docs, err = Read(strings.NewReader("# Copyright\n\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"), "f")
+	if err != nil || len(docs) != 1 || docs[0].Source != "f#1" || docs[0].Line != 4 {
+		t.Errorf("after a header comment: got %+v, %v; want f#1 on line 4", docs, err)
 	}
 	if _, err := Read(strings.NewReader("--- apiVersion: v1\n"), "f"); err == nil || !strings.Contains(err.Error(), "only a comment may follow ---") {
 		t.Errorf("content after --- must be refused as kubectl does, got %v", err)

@@ -91,7 +91,7 @@ func readFile(r io.Reader, source string, keepGoing bool) (*File, error) {
 		line := c.Line + leadingLines(doc)
 		raw, err := toJSON(doc)
 		if err != nil {
-			err = fmt.Errorf("%s: not valid YAML or JSON: %w", src, err)
+			err = notYAML(src, doc, err)
 			if !keepGoing {
 				return nil, err
 			}
@@ -135,6 +135,16 @@ func readFile(r io.Reader, source string, keepGoing bool) (*File, error) {
 	return f, nil
 }
 
+// notYAML says why a document cannot be read. A Helm or Go template fails
+// with the parser's internals (an "invalid map key" of Go types): name the
+// template and the command that renders it instead.
+func notYAML(src string, doc []byte, err error) error {
+	if bytes.Contains(doc, []byte("{{")) {
+		return fmt.Errorf("%s: not valid YAML or JSON: it holds template actions ({{ ... }}), as a Helm chart's templates do; render it first and pipe the result in (helm template CHART | kubectl graceguard check -f -)", src)
+	}
+	return fmt.Errorf("%s: not valid YAML or JSON: %w", src, err)
+}
+
 // span is a document's place in a file.
 type span struct{ start, end, line int }
 
@@ -165,13 +175,40 @@ func splitDocuments(text []byte) ([]span, error) {
 	out = append(out, span{start, len(text), startLine})
 	// The reader yields no empty document (two separators in a row, or
 	// one at the start or the end): keep the numbering kubectl's errors use.
+	// Comments before the first "---" are the stream's prefix in YAML, not
+	// a document (a licence header): they are not counted either. The text
+	// outside the spans is written back as it is.
 	kept := out[:0]
-	for _, s := range out {
+	for i, s := range out {
+		if i == 0 && len(out) > 1 && len(bytes.TrimSpace(stripComments(text[s.start:s.end]))) == 0 {
+			continue
+		}
+		s.end = documentEnd(text, s)
 		if s.start < s.end {
 			kept = append(kept, s)
 		}
 	}
 	return kept, nil
+}
+
+// documentEnd is where a document's content ends: at a "..." line (YAML's
+// document end marker, followed by nothing but blanks or a comment), or at
+// its span's end. What follows the marker is kept as text between
+// documents, so the marker survives Render.
+func documentEnd(text []byte, s span) int {
+	for pos := s.start; pos < s.end; {
+		next := s.end
+		if i := bytes.IndexByte(text[pos:s.end], '\n'); i >= 0 {
+			next = pos + i + 1
+		}
+		if l := text[pos:next]; bytes.HasPrefix(l, []byte("...")) {
+			if rest := bytes.TrimSpace(l[3:]); len(rest) == 0 || rest[0] == '#' {
+				return pos
+			}
+		}
+		pos = next
+	}
+	return s.end
 }
 
 func stripComments(b []byte) []byte {
