@@ -169,6 +169,27 @@ func TestLocate(t *testing.T) {
 	}
 }
 
+// Locate finds a List item's fields in the List's text, and answers for
+// each document of a stream in turn (its parse is not kept by the read).
+func TestLocateInAListAndAcrossDocuments(t *testing.T) {
+	list := readTestFile(t, "testdata/list.yaml").Documents()
+	istio := readTestFile(t, "testdata/istio-injected.yaml").Documents()[0]
+	for _, tc := range []struct {
+		d         Document
+		path      string
+		line, col int
+	}{
+		{list[1], "spec.template.spec.containers[0].ports", 78, 11},
+		{list[0], "spec.template.spec.containers[0].readinessProbe", 43, 11},
+		{istio, "spec.template.spec.containers[0].lifecycle.preStop", 42, 11},
+		{list[1], "spec.template.spec.containers[0].image", 77, 11},
+	} {
+		if l, c := tc.d.Locate(tc.path); l != tc.line || c != tc.col {
+			t.Errorf("%s %s: %d:%d, want %d:%d", tc.d.Source, tc.path, l, c, tc.line, tc.col)
+		}
+	}
+}
+
 func TestMissingTemplateIsASkipNotAnError(t *testing.T) {
 	for _, path := range []string{"testdata/kustomize-patch.yaml", "testdata/cronjob-patch.yaml"} {
 		d := readTestFile(t, path).Documents()[0]

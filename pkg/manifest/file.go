@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 )
@@ -126,9 +127,11 @@ func readFile(r io.Reader, source string, keepGoing bool) (*File, error) {
 			objs[j].lineOffset = c.Line - 1
 			if n := objs[j].node; n != nil {
 				objs[j].Line, objs[j].Column = objs[j].lineOffset+n.Line, n.Column
+				objs[j].text = doc
 			} else {
 				objs[j].Line = line
 			}
+			objs[j].node = nil
 		}
 		c.Objects = objs
 	}
@@ -264,7 +267,7 @@ func lookup(n *kyaml.Node, key string) *kyaml.Node {
 // returns the object's own position when nothing of the path is there,
 // and zeros when positions are unknown.
 func (d Document) Locate(path string) (line, column int) {
-	n := d.node
+	n := objectNode(parsed(d.text), d.Pointer)
 	if n == nil {
 		return d.Line, d.Column
 	}
@@ -293,6 +296,52 @@ func (d Document) Locate(path string) (line, column int) {
 		return d.Line, d.Column
 	}
 	return d.lineOffset + line, column
+}
+
+// lastParsed holds the parse tree of the document Locate read last: the
+// findings of one document are located one after another, so each
+// document is parsed once, and only one tree is held at a time.
+var lastParsed struct {
+	sync.Mutex
+	text []byte
+	root *kyaml.Node
+}
+
+// parsed returns the root mapping of a document's text, nil for none.
+func parsed(text []byte) *kyaml.Node {
+	if len(text) == 0 {
+		return nil
+	}
+	lastParsed.Lock()
+	defer lastParsed.Unlock()
+	if len(lastParsed.text) != len(text) || &lastParsed.text[0] != &text[0] {
+		lastParsed.text, lastParsed.root = text, parseNode(text)
+	}
+	return lastParsed.root
+}
+
+// objectNode walks a document's root to the object at a JSON pointer
+// ("" or "/items/I", nested for Lists of Lists).
+func objectNode(root *kyaml.Node, pointer string) *kyaml.Node {
+	n := root
+	for _, tok := range strings.Split(strings.TrimPrefix(pointer, "/"), "/") {
+		if tok == "" || n == nil {
+			continue
+		}
+		switch n.Kind {
+		case kyaml.MappingNode:
+			n = lookup(n, tok)
+		case kyaml.SequenceNode:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(n.Content) {
+				return nil
+			}
+			n = n.Content[i]
+		default:
+			return nil
+		}
+	}
+	return n
 }
 
 // fieldTokens splits a field path: "a.b[0].c[key/with.dots]" is a, b, 0, c,

@@ -53,9 +53,13 @@ type Document struct {
 	// Pointer is the object's JSON pointer in its document: "" or, for an
 	// item of a List, "/items/I".
 	Pointer string
-	// node is the object's mapping in the parsed document, for Locate; nil
-	// when the document could be read as JSON but not parsed for positions.
+	// node is the object's mapping in the parsed document while it is
+	// read; it is dropped then, so a stream's parse trees are not all held
+	// at once, and Locate parses text again (see parsed).
 	node *kyaml.Node
+	// text is the document's text, a part of File.Text (not a copy); nil
+	// when the document could be read as JSON but not parsed for positions.
+	text []byte
 	// lineOffset is added to node lines: the document's first line in File.
 	lineOffset int
 }
