@@ -5,6 +5,8 @@ package dist_test
 import (
 	"bytes"
 	"encoding/json"
+	"io"
+	"log"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -120,7 +122,7 @@ func TestSBOMsAreCycloneDXOfTheModule(t *testing.T) {
 func TestChartAndImagePushToARegistryAndPullBack(t *testing.T) {
 	dir := distDir(t)
 	ver := manifest(t, dir).Spec.Version
-	srv := httptest.NewServer(ggcrregistry.New())
+	srv := httptest.NewServer(ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))))
 	defer srv.Close()
 	host := strings.TrimPrefix(srv.URL, "http://")
 
@@ -130,7 +132,8 @@ func TestChartAndImagePushToARegistryAndPullBack(t *testing.T) {
 	}
 	chart := release.ChartArchiveName(ver)
 	data, prov := readFile(t, filepath.Join(dir, chart)), readFile(t, filepath.Join(dir, chart+".prov"))
-	ref := host + "/charts/graceguard:" + strings.ReplaceAll(release.ChartVersion(ver), "+", "_")
+	// As helm push: the tag is the chart version; Helm stores a '+' as '_'.
+	ref := host + "/charts/graceguard:" + release.ChartVersion(ver)
 	pushed, err := c.Push(data, ref, helmregistry.PushOptProvData(prov))
 	if err != nil {
 		t.Fatalf("helm push %s: %v", ref, err)
