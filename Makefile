@@ -145,12 +145,17 @@ test-cluster: ## Smoke-test the local cluster harness (root; ~30 s warm, ~5 min 
 
 ##@ Packaging
 
+CYCLONEDX_GOMOD_VERSION ?= v1.10.0
+CYCLONEDX_GOMOD := $(BIN)/tools/cyclonedx-gomod-$(CYCLONEDX_GOMOD_VERSION)/cyclonedx-gomod
+$(CYCLONEDX_GOMOD):
+	GOBIN=$(dir $@) GOWORK=off GOFLAGS= CGO_ENABLED=0 $(GO) install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_GOMOD_VERSION)
+
 .PHONY: dist
-dist: ## Release artifacts into dist/: plugin and webhook for linux/darwin (amd64, arm64) and windows/amd64 as archives, checksums, krew manifest, multi-arch OCI image (no Docker).
-	$(GO) run ./hack/dist -version $(VERSION) -out dist
+dist: $(CYCLONEDX_GOMOD) ## Release artifacts into dist/: plugin and webhook for linux/darwin (amd64, arm64) and windows/amd64 as archives, checksums, krew manifest, multi-arch OCI image (no Docker), the packaged chart, CycloneDX SBOMs, signatures.
+	$(GO) run ./hack/dist -version $(VERSION) -out dist -cyclonedx-gomod $(CYCLONEDX_GOMOD)
 
 .PHONY: dist-check
-dist-check: ## Check dist/: checksums, each binary's platform and version, krew's own validation and install of every platform, image-oci reproduces the release image.
+dist-check: ## Check dist/: checksums, each binary's platform and version, krew's own validation and install of every platform, image-oci reproduces the release image, SBOMs, signatures (and a flipped byte fails them), chart and image pushed to a local OCI registry and pulled back.
 	$(GO) test -tags dist ./test/dist/ -count=1 -v
 
 .PHONY: image-oci

@@ -3,9 +3,11 @@
 // archives (tar.gz; zip on Windows) holding the binary, LICENSE and
 // README.md; the webhook's multi-arch OCI image; a krew plugin manifest
 // whose sha256 are the plugin archives'; and a checksums file over all of
-// them. With -image-only it makes just the image (make image-oci, make e2e).
+// them; the chart packaged with its Helm provenance, a CycloneDX SBOM per
+// archive and for the image, and the checksums and image.json signed by a
+// throwaway OpenPGP key whose public half is shipped. With -image-only it makes just the image (make image-oci, make e2e).
 //
-//	go run ./hack/dist -version v0.3.1 [-out dist] [-base-url URL] [-image-only]
+//	go run ./hack/dist -version v0.3.1 [-out dist] [-base-url URL] [-cyclonedx-gomod PATH | -image-only]
 package main
 
 import (
@@ -30,18 +32,24 @@ func main() {
 	out := flag.String("out", "dist", "output directory (emptied first)")
 	baseURL := flag.String("base-url", "", "where the archives will be downloaded from, for the krew manifest (default "+release.DefaultBaseURL("<version>")+")")
 	imageOnly := flag.Bool("image-only", false, "make only the webhook image")
+	sbomTool := flag.String("cyclonedx-gomod", "", "the cyclonedx-gomod binary that writes the SBOMs (make dist builds the pinned one); required without -image-only")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *ver, *out, *baseURL, *imageOnly); err != nil {
+	if err := run(ctx, *ver, *out, *baseURL, *sbomTool, *imageOnly); err != nil {
 		fmt.Fprintf(os.Stderr, "dist: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, ver, out, baseURL string, imageOnly bool) error {
+func run(ctx context.Context, ver, out, baseURL, sbomTool string, imageOnly bool) error {
 	if !version.Valid(ver) {
 		return fmt.Errorf("-version %q: want a semantic version with a leading v, e.g. v0.3.1 or v0.0.0-dev+0123abcd", ver)
+	}
+	if !imageOnly {
+		if fi, err := os.Stat(sbomTool); err != nil || fi.IsDir() {
+			return fmt.Errorf("-cyclonedx-gomod %q: want the cyclonedx-gomod executable (make dist builds it into bin/tools/)", sbomTool)
+		}
 	}
 	if baseURL == "" {
 		baseURL = release.DefaultBaseURL(ver)
@@ -110,6 +118,11 @@ func run(ctx context.Context, ver, out, baseURL string, imageOnly bool) error {
 					return err
 				}
 				names = append(names, name)
+				sbom := release.SBOMName(name)
+				if err := writeSBOM(ctx, sbomTool, ver, bins[b.Name+" "+p.String()], filepath.Join(out, sbom)); err != nil {
+					return err
+				}
+				names = append(names, sbom)
 			}
 		}
 		m, err := release.KrewManifest(ver, baseURL, out)
@@ -139,10 +152,48 @@ func run(ctx context.Context, ver, out, baseURL string, imageOnly bool) error {
 		return err
 	}
 	names = append(names, img.Archive)
-	if err := release.WriteChecksums(filepath.Join(out, release.ChecksumsName(ver)), out, names); err != nil {
+	if imageOnly {
+		return release.WriteChecksums(filepath.Join(out, release.ChecksumsName(ver)), out, names)
+	}
+	// The image's SBOM is its linux/amd64 webhook's: the linux/arm64 one is
+	// built from the same modules.
+	if err := writeSBOM(ctx, sbomTool, ver, images[release.ImagePlatforms[0]], filepath.Join(out, release.SBOMName(img.Archive))); err != nil {
 		return err
 	}
+	names = append(names, release.SBOMName(img.Archive))
+
+	key, err := release.NewSigningKey(ver)
+	if err != nil {
+		return err
+	}
+	if err := release.WritePublicKey(filepath.Join(out, release.PublicKeyName(ver)), key); err != nil {
+		return err
+	}
+	chart, err := release.PackageChart(filepath.Join("charts", "graceguard"), ver, out, key)
+	if err != nil {
+		return err
+	}
+	names = append(names, filepath.Base(chart), filepath.Base(chart)+".prov")
+	sums := filepath.Join(out, release.ChecksumsName(ver))
+	if err := release.WriteChecksums(sums, out, names); err != nil {
+		return err
+	}
+	for _, f := range []string{sums, filepath.Join(out, release.ImageInfoName)} {
+		if err := release.SignFile(f, key); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(os.Stderr, "dist: %s in %s: %d artifacts in %s; image %s@%s\n", ver, time.Since(start).Round(time.Second), len(names), out, img.Name, img.Digest)
+	return nil
+}
+
+// writeSBOM writes the CycloneDX SBOM of the Go binary bin (its embedded
+// build information: module, version, dependencies) to out.
+func writeSBOM(ctx context.Context, tool, ver, bin, out string) error {
+	cmd := exec.CommandContext(ctx, tool, "bin", "-json", "-version", ver, "-output", out, bin)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("cyclonedx-gomod bin %s: %w\n%s", bin, err, b)
+	}
 	return nil
 }
 

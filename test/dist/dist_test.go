@@ -69,10 +69,11 @@ func TestChecksumsCoverEveryArtifact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{release.KrewManifestName, release.ImageArchiveName(ver)}
+	chart := release.ChartArchiveName(ver)
+	want := []string{release.KrewManifestName, release.ImageArchiveName(ver), release.SBOMName(release.ImageArchiveName(ver)), chart, chart + ".prov"}
 	for _, b := range release.Binaries {
 		for _, p := range release.Platforms {
-			want = append(want, release.ArchiveName(b.Name, ver, p))
+			want = append(want, release.ArchiveName(b.Name, ver, p), release.SBOMName(release.ArchiveName(b.Name, ver, p)))
 		}
 	}
 	if len(sums) != len(want) {
