@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
 )
 
 const monitoringOn = `
@@ -79,6 +81,21 @@ func TestAlertsHaveRunbooks(t *testing.T) {
 	doc, err := os.ReadFile(filepath.Join(chartDir, "..", "..", "docs", "alerts.md"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// test/alerts/rules.yaml, which promtool's unit tests read, is this spec.
+	var want, got any
+	pinned, err := os.ReadFile(filepath.Join(chartDir, "..", "..", "test", "alerts", "rules.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(pinned, &want); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(want, got.(map[string]any)["spec"]) {
+		t.Errorf("test/alerts/rules.yaml is not the rendered PrometheusRule spec; re-render it (certificates.mode=cert-manager, monitoring.force)")
 	}
 	n := 0
 	for _, g := range pr.Spec.Groups {
