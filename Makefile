@@ -69,6 +69,12 @@ demo: ## Run graceguard on a real kube-apiserver + etcd built on this machine, a
 test: vet ## Run every test: unit, golden, handler, CLI, chart, envtest (real kube-apiserver, and cert-manager mode with cert-manager), fuzz seeds and the mesh oracle.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" CERT_MANAGER_ASSETS="$$(hack/cert-manager-assets.sh)" $(GO) test ./...
 	$(MAKE) --no-print-directory test-meshes
+	$(MAKE) --no-print-directory test-alerts
+
+.PHONY: test-alerts
+test-alerts: ## promtool test rules on the chart's alerts (test/alerts; promtool from github.com/prometheus/prometheus v0.316.0, built once into bin/promtool-v0.316.0).
+	test -x bin/promtool-v0.316.0 || (cd test/alerts && GOWORK=off $(GO) build -o ../../bin/promtool-v0.316.0 github.com/prometheus/prometheus/cmd/promtool)
+	cd test/alerts && ../../bin/promtool-v0.316.0 check rules rules.yaml && ../../bin/promtool-v0.316.0 test rules rules_test.yaml
 
 .PHONY: test-meshes
 test-meshes: ## Hold graceguard to Istio's and Linkerd's real injectors (test/meshoracle, its own module: minutes cold, ~30 s warm); prints the scenarios run per mesh and mode.

@@ -67,6 +67,9 @@ type renderOpts struct {
 	// unchecked leaves out the schema and the cross-field checks
 	// (templates/validate.yaml): what the templates alone would render.
 	unchecked bool
+	// apiVersions are API group versions the cluster serves, besides the
+	// built-in ones (.Capabilities.APIVersions).
+	apiVersions []string
 }
 
 // renderChart renders the chart client-side, like `helm template` (or
@@ -86,6 +89,7 @@ func renderChart(vals map[string]any, o renderOpts) (*release.Release, error) {
 	inst.ReleaseName = releaseName
 	inst.Namespace = namespace
 	inst.IsUpgrade = o.upgrade
+	inst.APIVersions = o.apiVersions
 	kv := o.kubeVersion
 	if kv == "" {
 		kv = "v1.35.0"
@@ -174,8 +178,12 @@ func decode(t *testing.T, rel *release.Release) *rendered {
 			obj = &admissionv1.MutatingWebhookConfiguration{}
 		case "admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration":
 			obj = &admissionv1.ValidatingWebhookConfiguration{}
-		case "cert-manager.io/v1/Issuer", "cert-manager.io/v1/Certificate":
+		case "cert-manager.io/v1/Issuer", "cert-manager.io/v1/Certificate",
+			"monitoring.coreos.com/v1/PodMonitor", "monitoring.coreos.com/v1/PrometheusRule",
+			"grafana.integreatly.org/v1beta1/GrafanaDashboard":
 			obj = &map[string]any{}
+		case "v1/ConfigMap":
+			obj = &corev1.ConfigMap{}
 		default:
 			t.Fatalf("unexpected object %s %s/%s rendered; teach the test about it", meta.APIVersion, meta.Kind, meta.Metadata.Name)
 		}
