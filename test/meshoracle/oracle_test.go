@@ -40,6 +40,9 @@ type istioSetup struct {
 	templates inject.Templates
 	values    inject.ValuesConfig
 	mesh      *meshconfig.MeshConfig
+	// rawConfig and rawValues are the ConfigMap's config and values, as
+	// istiod reads them from its mounted files.
+	rawConfig, rawValues string
 }
 
 var (
@@ -72,12 +75,14 @@ func renderIstio() (istioSetup, error) {
 			switch o.GetName() {
 			case "istio-sidecar-injector":
 				raw, _ := data["config"].(string)
+				s.rawConfig = raw
 				cfg, err := inject.UnmarshalConfig([]byte(raw))
 				if err != nil {
 					return s, err
 				}
 				s.templates = cfg.Templates
 				vs, _ := data["values"].(string)
+				s.rawValues = vs
 				if s.values, err = inject.NewValuesConfig(vs); err != nil {
 					return s, err
 				}
