@@ -66,7 +66,7 @@ demo: ## Run graceguard on a real kube-apiserver + etcd built on this machine, a
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) run ./hack/demo $(DEMO_ARGS)
 
 .PHONY: test
-test: vet ## Run every test: unit, golden, handler, CLI, chart, envtest (real kube-apiserver, and cert-manager mode with cert-manager), fuzz seeds and the mesh oracle.
+test: vet ## Run every test: unit, golden, handler, CLI, chart, envtest (real kube-apiserver, and cert-manager mode with cert-manager), fuzz seeds, the mesh oracle and the alert rules (promtool).
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" CERT_MANAGER_ASSETS="$$(hack/cert-manager-assets.sh)" $(GO) test ./...
 	$(MAKE) --no-print-directory test-meshes
 	$(MAKE) --no-print-directory test-alerts
