@@ -19,9 +19,11 @@
 //   - Linkerd: written from Linkerd's code at edge-26.8.3
 //     (linkerd/linkerd2@19a0d90d5a4a: pkg/inject/inject.go, report.go,
 //     controller/proxy-injector/webhook.go, charts/partials/templates/_proxy.tpl,
-//     charts/patch/templates/patch.json), not run against it: Linkerd's
-//     module is not on the Go module proxy, and this repository does not
-//     build from or keep copies of Linkerd's code (docs/meshes.md). Native
+//     charts/patch/templates/patch.json), and held to it: test/meshoracle
+//     runs a verbatim copy of Linkerd's pkg/inject at that commit
+//     (third_party/linkerd2: Linkerd's module is not on the Go module
+//     proxy) on the same Pods, and fails when this stand-in differs from
+//     it in what graceguard reads (l5dCheckStandIn). Native
 //     sidecar by default (proxy.nativeSidecar, true since edge-26.5.2), or
 //     by config.linkerd.io/proxy-enable-native-sidecar (then the beta and
 //     alpha spellings; an unparsable value leaves the default): an init

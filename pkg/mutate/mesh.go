@@ -255,10 +255,24 @@ func readMesh(t Target, ann map[string]string, ns Namespace, p paths) (meshSetti
 			m.linkerdWait, m.linkerdWaitPath = &w, path
 		}
 	}
+	// Linkerd's injector reads shutdown-grace-period with
+	// time.ParseDuration and, if that fails, logs and ignores it; else it
+	// writes LINKERD2_PROXY_SHUTDOWN_GRACE_PERIOD as whole milliseconds
+	// (pkg/inject, "%dms"). linkerd2-proxy reads that variable with
+	// ^\s*(\d+)(ms|s|m|h|d)?\s*$ and refuses to start on anything else
+	// (linkerd/app/src/env.rs parse_duration, InvalidEnvVar): a negative
+	// duration, written "-30000ms", is a proxy that never starts.
 	if v, path, ok := read(AnnotationLinkerdShutdownGrace); ok {
-		if d, err := time.ParseDuration(v); err != nil || d < 0 {
-			ignore(path, v, "not a Go duration >= 0; Linkerd ignores it (2m)")
-		} else {
+		d, err := time.ParseDuration(v)
+		ms := int(d.Seconds() * 1000) // as the injector writes it
+		switch {
+		case err != nil:
+			ignore(path, v, "not a Go duration (e.g. 30s, 2m); Linkerd's injector ignores it and the proxy keeps its own bound (2m)")
+		case ms < 0:
+			bad = append(bad, Finding{DenyInvalidMeshSetting, field.Invalid(path, clip(v),
+				fmt.Sprintf("a negative duration: Linkerd's injector passes it on as LINKERD2_PROXY_SHUTDOWN_GRACE_PERIOD=%dms, which linkerd2-proxy refuses, so the proxy never starts; use a duration of 0s or more (e.g. 30s)", ms))})
+		default:
+			d = max(d, 0)
 			m.linkerdShutdown = &d
 		}
 	}

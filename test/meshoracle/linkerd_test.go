@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -263,6 +265,8 @@ func l5dMatrix() []l5dScenario {
 		// deny: the reason to refuse for, on a classic proxy only (a
 		// native one ignores the wait).
 		deny mutate.Reason
+		// denyEither: the reason to refuse for, whatever the proxy's form.
+		denyEither mutate.Reason
 		// native: what the Pod's annotations make the proxy (nil: the install decides).
 		native *bool
 		wait   bool
@@ -306,6 +310,10 @@ func l5dMatrix() []l5dScenario {
 		{name: "shutdown grace 1m30s", edit: ann(grace, "1m30s")},
 		{name: "shutdown grace 500ms", edit: ann(grace, "500ms")},
 		{name: "shutdown grace not a duration", edit: ann(grace, "soon")},
+		// The injector passes it on as -30000ms, which linkerd2-proxy
+		// refuses at start; -500us it writes as 0ms, which it reads.
+		{name: "shutdown grace -30s", edit: ann(grace, "-30s"), denyEither: mutate.DenyInvalidMeshSetting},
+		{name: "shutdown grace -500us", edit: ann(grace, "-500us")},
 		{name: "namespace shutdown grace 45s", nsAnn: map[string]string{grace: "45s"}},
 		{name: "wait 90 and shutdown grace 20s", edit: ann(wait, "90", grace, "20s"), wait: true},
 		{name: "native by annotation", edit: ann(l5dk8s.ProxyEnableNativeSidecarAnnotation, "true"), native: &yes},
@@ -342,6 +350,9 @@ func l5dMatrix() []l5dScenario {
 				// with its own grace of 120 still needs more than 20.
 				if !proxyNative && !pv.skipped {
 					sc.wantDeny = sv.deny
+				}
+				if sv.denyEither != "" && !pv.skipped {
+					sc.wantDeny = sv.denyEither
 				}
 				out = append(out, sc)
 			}
@@ -506,9 +517,10 @@ func l5dCheckTimeline(t reporter, name string, p *corev1.Pod) {
 	var drain time.Duration
 	for _, e := range proxy.Env {
 		if e.Name == "LINKERD2_PROXY_SHUTDOWN_GRACE_PERIOD" {
-			d, err := time.ParseDuration(e.Value)
-			if err != nil {
-				t.Errorf("%s: LINKERD2_PROXY_SHUTDOWN_GRACE_PERIOD %q is no duration", name, e.Value)
+			d, ok := l5dProxyDuration(e.Value)
+			if !ok {
+				t.Errorf("%s: linkerd2-proxy refuses LINKERD2_PROXY_SHUTDOWN_GRACE_PERIOD=%q and never starts", name, e.Value)
+				return
 			}
 			drain = d
 		}
@@ -534,6 +546,30 @@ func l5dCheckTimeline(t reporter, name string, p *corev1.Pod) {
 	if need := max(wait, app) + drain; grace < need {
 		t.Errorf("%s: grace %s does not cover the proxy's wait %s and shutdown grace %s after the app's %s", name, grace, wait, drain, app)
 	}
+}
+
+// l5dDuration is how linkerd2-proxy reads a duration from its
+// environment (linkerd/app/src/env/types.rs, parse_duration, at the proxy
+// the edge-26.8.3 chart pins): whole units of ms, s, m, h or d, a bare 0;
+// anything else is InvalidEnvVar, and the proxy does not start. The
+// proxy is Rust, not buildable here: this is the one rule the oracle
+// copies rather than runs.
+var l5dDuration = regexp.MustCompile(`^\s*(\d+)(ms|s|m|h|d)?\s*$`)
+
+func l5dProxyDuration(s string) (time.Duration, bool) {
+	m := l5dDuration.FindStringSubmatch(s)
+	if m == nil {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	unit := map[string]time.Duration{"ms": time.Millisecond, "s": time.Second, "m": time.Minute, "h": time.Hour, "d": 24 * time.Hour}
+	if m[2] == "" {
+		return 0, n == 0
+	}
+	return time.Duration(n) * unit[m[2]], true
 }
 
 // l5dCheckStandIn holds internal/meshtest's Linkerd stand-in (which the
