@@ -241,7 +241,11 @@ func writeBudget(p *printer, o object) {
 		lines = append(lines, line{"preStop", g.value(), note})
 	}
 	if len(groups) == 0 {
-		lines = append(lines, line{"preStop", "none", "no container to treat"})
+		why := "no container to treat"
+		if m.Mesh != nil && m.Mesh.ProxyOnly {
+			why = "no app container; the proxy's wait is above"
+		}
+		lines = append(lines, line{"preStop", "none", why})
 	}
 	for _, c := range m.Ceilings {
 		verdict := "holds the budget"
@@ -282,6 +286,8 @@ func source(o object, t budget.Term) string {
 		return "the preStop hook, longer than the routing delay"
 	case mutate.FromAuto:
 		return key + ": auto (the workload's shutdown report, within its floor and ceiling)"
+	case mutate.FromProxyOnly:
+		return "none: the Pod runs only its mesh proxy (a gateway or waypoint), no app; set " + key + " on the Pod to count some"
 	}
 	if name, ok := o.res.Mutation.Sources[t].ProfileName(); ok && o.res.Mutation.Profile != nil {
 		pr := o.res.Mutation.Profile
@@ -295,6 +301,13 @@ func source(o object, t budget.Term) string {
 			if o.template() {
 				where = "Pod template annotation " + mutate.AnnotationRoutingProfile
 			}
+		case mutate.FromPodLabel:
+			where = "Pod label " + pr.Label
+			if o.template() {
+				where = "Pod template label " + pr.Label
+			}
+		case mutate.FromNamespaceLabel:
+			where = "namespace " + o.ns + " label " + pr.Label
 		}
 		return fmt.Sprintf("routing profile %s (%s)", name, where)
 	}
@@ -449,6 +462,9 @@ func proxyNote(m *mutate.Report) []string {
 	wait := "waits " + budget.Format(mr.Wait)
 	if !mr.WaitKnown {
 		wait = "waits at least " + budget.Format(mr.Wait)
+	}
+	if mr.ProxyOnly {
+		return []string{fmt.Sprintf("%s %s before its SIGTERM (the routing window; the Pod has no app),", who, wait), "then " + mr.ExitWhy}
 	}
 	return []string{fmt.Sprintf("%s %s before its SIGTERM (the app is done at %ds),", who, wait, mr.NeedWait), "then " + mr.ExitWhy}
 }

@@ -58,6 +58,7 @@ func TestGolden(t *testing.T) {
 			"--node-shutdown-grace-period=30s", "--node-shutdown-grace-period-critical-pods=15s"}, ""},
 		{"check-distroless-exec-hook", []string{"check", "-f", "testdata/check-distroless-hook.yaml"}, ""},
 		{"explain-assumptions", []string{"explain", "-f", "testdata/explain-assumptions.yaml", "--max-grace-period=10m"}, ""},
+		{"explain-waypoint-and-ambient-app", []string{"explain", "-f", "testdata/explain-waypoint.yaml"}, ""},
 		{"check-ceiling-deny", []string{"check", "-f", "testdata/explain-raise.yaml", "--karpenter-termination-grace-period=40s", "--karpenter-ceiling-action=deny"}, ""},
 	}
 	update := os.Getenv("UPDATE_GOLDEN") != ""

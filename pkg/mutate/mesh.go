@@ -59,6 +59,12 @@ const (
 	// Pod in Istio's ambient mesh (ztunnel, no sidecar); "none" on a Pod
 	// takes it out of its namespace's.
 	LabelIstioDataplaneMode = "istio.io/dataplane-mode"
+	// LabelIstioManagedGateway on a Pod names the istiod controller that
+	// deployed it; istioWaypointController is the waypoints' (Istio's
+	// pkg/config/constants ManagedGatewayMeshControllerLabel, written by
+	// istio-discovery's files/waypoint.yaml).
+	LabelIstioManagedGateway = "gateway.istio.io/managed"
+	istioWaypointController  = "istio.io-mesh-controller"
 	// annotationIstioStatus marks a Pod Istio's injector has injected.
 	annotationIstioStatus = "sidecar.istio.io/status"
 	// Environment variables of istio-proxy that shape its exit.
@@ -128,6 +134,8 @@ type meshSettings struct {
 	// (ambientFrom) the namespace's says.
 	ambient     bool
 	ambientFrom Source
+	// waypoint: the Pod is an Istio waypoint, as its label says.
+	waypoint bool
 	// ignored are the mesh settings the mesh itself ignores: warnings.
 	ignored []Finding
 }
@@ -194,6 +202,7 @@ func readMesh(t Target, ann map[string]string, ns Namespace, p paths) (meshSetti
 			m.ignored = append(m.ignored, ignored...)
 		}
 	}
+	m.waypoint = labels[LabelIstioManagedGateway] == istioWaypointController
 	// Ambient: the Pod's label decides, then the namespace's
 	// (istio.io/dataplane-mode, Istio's ambient docs).
 	if v, ok := labels[LabelIstioDataplaneMode]; ok {
@@ -397,6 +406,40 @@ func findProxy(t Target) (proxyRef, bool) {
 	return proxyRef{}, false
 }
 
+// proxyOnly reports whether every regular container of t is a mesh proxy:
+// an Istio gateway or waypoint, whose proxy is the workload itself.
+func proxyOnly(t Target) bool {
+	for i := range t.Spec.Containers {
+		if meshOf(t.Spec.Containers[i].Name) == "" {
+			return false
+		}
+	}
+	return len(t.Spec.Containers) > 0
+}
+
+// withoutAppTerms leaves the work and cleanup terms out of a proxy-only
+// Pod's budget when they are the namespace's or the cluster's: those
+// describe the apps, and this Pod has none. The proxy still waits out the
+// routing window, then drains as its mesh makes it (the proxy term); the
+// Pod's own graceguard.io/max-work or cleanup still counts.
+func withoutAppTerms(t Target, s *Settings) {
+	if !proxyOnly(t) {
+		return
+	}
+	s.Sources = maps.Clone(s.Sources)
+	for _, term := range []budget.Term{budget.Work, budget.Cleanup} {
+		if src := s.Sources[term]; src != FromCluster && src != FromNamespace {
+			continue
+		}
+		s.Sources[term] = FromProxyOnly
+		if term == budget.Work {
+			s.Budget.Work = 0
+		} else {
+			s.Budget.Cleanup = 0
+		}
+	}
+}
+
 // isProxy reports whether c is a mesh proxy, classic or native:
 // graceguard handles it as a proxy, never as an app container.
 func isProxy(c container) bool { return meshOf(c.c.Name) != "" }
@@ -434,6 +477,9 @@ type MeshReport struct {
 	// Forms, before injection when the proxy's form is not yet known,
 	// says what each form will get once injected: graceguard decides then.
 	Forms []string
+	// ProxyOnly: the proxy is the Pod's only container (a gateway or a
+	// waypoint); its wait is the routing window, there is no app.
+	ProxyOnly bool
 	// ProbesSkipped: graceguard added no probes (Istio rewrites probes at
 	// injection, which only one webhook order would see).
 	ProbesSkipped bool
@@ -466,7 +512,7 @@ func planMesh(t Target, s Settings, b budget.Budget) meshPlan {
 	ref, injected := findProxy(t)
 	injected = injected && !(ref.mesh == MeshIstio && m.istioPending)
 	var plan meshPlan
-	mr := &MeshReport{NeedWait: need, WaitKnown: true}
+	mr := &MeshReport{NeedWait: need, WaitKnown: true, ProxyOnly: proxyOnly(t)}
 	switch {
 	case injected:
 		plan.proxy = &ref
@@ -779,6 +825,9 @@ func (plan meshPlan) apply(t Target, r *Report) {
 	if plan.addHook != nil {
 		c := plan.proxy.c
 		what := ": the " + string(plan.proxy.mesh) + " proxy exits after the app"
+		if plan.report.ProxyOnly {
+			what = ": the " + string(plan.proxy.mesh) + " proxy serves through the routing window"
+		}
 		if plan.proxy.native {
 			what = ": the " + string(plan.proxy.mesh) + " proxy drains after the routing window"
 		}

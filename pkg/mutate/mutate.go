@@ -106,6 +106,7 @@ type decision struct {
 func decide(t Target, s Settings, p paths, targets []container, r *Report, withAdvice bool) decision {
 	d := decision{t: t, p: p, targets: appTargets(targets)}
 	autoWork(t, &s, p, r)
+	withoutAppTerms(t, &s)
 	warnTo := r
 	if !withAdvice {
 		warnTo = nil

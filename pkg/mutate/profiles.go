@@ -22,6 +22,9 @@ type ProfileUse struct {
 	// From is where it was named: FromPod, FromNamespace or FromCluster
 	// (--default-routing-profile).
 	From Source
+	// Label is the label that selected it, key=value, when From is
+	// FromPodLabel or FromNamespaceLabel.
+	Label string
 	// SetsRouting is false when an explicit graceguard.io/routing-delay
 	// (on the Pod, or on the namespace for a namespace's profile) wins
 	// over the profile's routing delay; the grace floor still applies.
@@ -29,7 +32,9 @@ type ProfileUse struct {
 }
 
 // FromPodLabel and FromNamespaceLabel are where a label selected a routing
-// profile: istio.io/dataplane-mode=ambient selects istio-ambient.
+// profile: istio.io/dataplane-mode=ambient selects istio-ambient, and
+// gateway.istio.io/managed=istio.io-mesh-controller (an Istio waypoint's
+// Pod) istio-gateway.
 const (
 	FromPodLabel       Source = "pod label"
 	FromNamespaceLabel Source = "namespace label"
@@ -103,11 +108,17 @@ func applyProfile(s *Settings, podAnn map[string]string, ns Namespace, opts Opti
 		if pr, ok := budget.FindProfile(table, opts.DefaultProfile); ok {
 			use = &ProfileUse{Profile: pr, From: FromCluster, SetsRouting: s.Sources[budget.Routing] == FromCluster}
 		}
+	case s.mesh.waypoint && s.Sources[budget.Routing] == FromCluster:
+		// An Istio waypoint: ztunnels send to it until istiod's debounced
+		// push withdraws it, as for the Pods behind a gateway.
+		if pr, ok := budget.FindProfile(table, budget.ProfileIstioGateway); ok {
+			use = &ProfileUse{Profile: pr, From: FromPodLabel, Label: LabelIstioManagedGateway + "=" + istioWaypointController, SetsRouting: true}
+		}
 	case s.mesh.ambient && s.Sources[budget.Routing] == FromCluster:
 		// Istio's ambient data plane: ztunnel withdraws the Pod, unless
 		// the Pod or namespace says how traffic reaches it.
 		if pr, ok := budget.FindProfile(table, budget.ProfileIstioAmbient); ok {
-			use = &ProfileUse{Profile: pr, From: s.mesh.ambientFrom, SetsRouting: true}
+			use = &ProfileUse{Profile: pr, From: s.mesh.ambientFrom, Label: LabelIstioDataplaneMode + "=ambient", SetsRouting: true}
 		}
 	}
 	if use != nil {

@@ -147,6 +147,9 @@ const (
 	FromHook Source = "preStop hook"
 	// FromAuto marks a work term set by graceguard.io/max-work: auto.
 	FromAuto Source = "max-work: auto"
+	// FromProxyOnly marks a work or cleanup term of 0 on a Pod that runs
+	// only mesh proxies: the namespace's and cluster's describe apps.
+	FromProxyOnly Source = "proxy-only Pod"
 )
 
 // Settings are the resolved per-Pod settings: Pod annotations over

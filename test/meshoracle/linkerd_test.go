@@ -469,7 +469,11 @@ func l5dCheckBothOrders(t *testing.T, name string, sc l5dScenario, a, b outcome,
 		if len(c.found) == 0 {
 			t.Errorf("%s: graceguard must refuse, yet the stored Pod's timeline holds", name)
 		}
-		counts[l5dKey(sc, "refused by graceguard, the proxy exits early")]++
+		why := "refused by graceguard, the proxy exits early"
+		if sc.wantDeny == mutate.DenyInvalidMeshSetting {
+			why = "refused by graceguard, the proxy would not start"
+		}
+		counts[l5dKey(sc, why)]++
 	case a.refused != "":
 		var c collector
 		l5dCheckTimeline(&c, name, a.stored)
