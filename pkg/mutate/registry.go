@@ -195,6 +195,8 @@ var Keys = []Key{
 	{Name: annotationIstioStatus, Where: PodAnnotation, Owner: string(MeshIstio), MaxLength: MaxIstioStatusLength},
 	// Ambient: the Pod's label over the namespace's (istio-ambient profile).
 	{Name: LabelIstioDataplaneMode, Where: PodLabel | NamespaceLabel, Owner: string(MeshIstio), MaxLength: MaxLabelValueLength},
+	// A waypoint's Pod: the istio-gateway profile.
+	{Name: LabelIstioManagedGateway, Where: PodLabel, Owner: string(MeshIstio), MaxLength: MaxLabelValueLength},
 
 	// Linkerd: its injector copies a namespace's config annotations to the
 	// Pods that lack them, so graceguard reads them on both.
