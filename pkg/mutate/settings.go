@@ -175,7 +175,8 @@ type Settings struct {
 	// Profile is the routing profile that applies, if any.
 	Profile *ProfileUse
 	mesh    meshSettings
-	// windows is set for a Pod whose spec.os.name is windows: its
+	// windows is set for a Pod whose spec.os.name is windows, or whose node
+	// selector asks for kubernetes.io/os: windows: its
 	// images have no sleep command, so an exec handler is written as the
 	// sleep action, which the kubelet runs itself.
 	windows  bool

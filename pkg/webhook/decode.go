@@ -195,6 +195,8 @@ func (r *jsonReader) podSpec(s *corev1.PodSpec) error {
 			s.EphemeralContainers, err = r.ephemeralContainers()
 		case "os":
 			s.OS, err = r.podOS()
+		case "nodeSelector":
+			s.NodeSelector, err = r.nodeOS()
 		default:
 			err = r.skip()
 		}
@@ -217,6 +219,21 @@ func (r *jsonReader) podOS() (*corev1.PodOS, error) {
 		return nil, err
 	}
 	return &os, nil
+}
+
+// nodeOS reads of a node selector only kubernetes.io/os, which marks a
+// Windows Pod as spec.os.name does: one value, whatever the selector's size.
+func (r *jsonReader) nodeOS() (map[string]string, error) {
+	var out map[string]string
+	_, err := r.object(func(name []byte) error {
+		if string(name) != corev1.LabelOSStable {
+			return r.skip()
+		}
+		v, err := r.str(maxNameBytes)
+		out = map[string]string{corev1.LabelOSStable: v}
+		return err
+	})
+	return out, err
 }
 
 // containers reads a list of containers, the first MaxContainersRead of
