@@ -18,7 +18,7 @@ import (
 )
 
 // meshCase is a Pod as its team writes it, in a namespace, meshed by one
-// injector (internal/meshtest, written from the meshes' templates).
+// injector (internal/meshtest, generated from the real injectors' output).
 type meshCase struct {
 	name, what string
 	injector   meshtest.Injector
