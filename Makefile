@@ -80,6 +80,10 @@ test-alerts: ## promtool test rules on the chart's alerts (test/alerts; promtool
 test-meshes: ## Hold graceguard to Istio's and Linkerd's real injectors (test/meshoracle, its own module: minutes cold, ~30 s warm); prints the scenarios run per mesh and mode.
 	cd test/meshoracle && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) test -count=1 -v ./... | grep -Ev '^=== RUN'
 
+.PHONY: generate-standins
+generate-standins: ## Regenerate internal/meshtest/testdata (what the real Istio and Linkerd injectors add to a canonical Pod, test/meshoracle), then check the stand-ins against them.
+	cd test/meshoracle && UPDATE_STANDINS=1 GOWORK=off $(GO) test -count=1 -run '^TestStandIns$$' ./... && GOWORK=off $(GO) test -count=1 -run '^TestStandIns$$' ./...
+
 .PHONY: bench
 bench: ## Benchmark engine and handlers, the webhook under TLS load next to a no-op baseline, Pod creation through a real kube-apiserver, and the shutdown observer at 10,000 Pods; writes docs/benchmarks.{md,json,-latency.svg}.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) run ./test/bench/cmd/bench $(BENCH_ARGS)

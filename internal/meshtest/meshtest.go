@@ -1,39 +1,39 @@
 // Package meshtest stands in for the Istio and Linkerd sidecar injectors in
-// graceguard's tests: pure functions that add a proxy container, init
-// container, volumes, labels and annotations the way each injector does,
-// and an admission webhook serving them (for envtest).
+// graceguard's tests: pure functions that inject a Pod the way each
+// injector does, and an admission webhook serving them (for envtest).
 //
-// The shapes are reduced to what admission sees and graceguard reads (the
-// proxy's name, placement, lifecycle, probes and environment, the
-// annotations the injector adds); they are not the whole output.
+// What the injectors add is generated from their real output, not written
+// by hand. test/meshoracle runs Istio's own pkg/kube/inject (the version
+// its go.mod pins, config rendered by Istio's chart renderer) and
+// Linkerd's pkg/inject (a verbatim copy at the commit of
+// test/meshoracle/third_party/README.md) on CanonicalPod, classic and
+// native, and writes what each added (containers and their placement,
+// volumes, annotations, labels) to testdata/MESH-FORM.yaml, each file's
+// header naming its source. `make generate-standins` rewrites them; `make
+// test-meshes` fails when they are stale. The generator leaves out what
+// depends on the Pod and is not modelled here (the Pod's ports, name and
+// owner in the proxy's environment, Istio's canonical-name label).
 //
-//   - Istio: held to Istio's real injector. test/meshoracle runs Istio's
-//     own pkg/kube/inject (istio.io/istio v0.0.0-20260827124520-eed52ebb66ad,
-//     config rendered by Istio's chart renderer) on the same Pods and
-//     fails when this stand-in differs from it in any of those fields:
-//     classic sidecar as the last container; native sidecar (the default
-//     since Istio 1.27 on 1.33+ nodes, or sidecar.istio.io/nativeSidecar)
-//     as an init container with restartPolicy Always and a preStop
-//     `pilot-agent request --debug-port=15020 POST drain`; app HTTP probes
-//     rewritten to the agent's port 15020.
-//   - Linkerd: written from Linkerd's code at edge-26.8.3
-//     (linkerd/linkerd2@19a0d90d5a4a: pkg/inject/inject.go, report.go,
-//     controller/proxy-injector/webhook.go, charts/partials/templates/_proxy.tpl,
-//     charts/patch/templates/patch.json), and held to it: test/meshoracle
-//     runs a verbatim copy of Linkerd's pkg/inject at that commit
-//     (third_party/linkerd2: Linkerd's module is not on the Go module
-//     proxy) on the same Pods, and fails when this stand-in differs from
-//     it in what graceguard reads (l5dCheckStandIn). Native
-//     sidecar by default (proxy.nativeSidecar, true since edge-26.5.2), or
-//     by config.linkerd.io/proxy-enable-native-sidecar (then the beta and
-//     alpha spellings; an unparsable value leaves the default): an init
-//     container right after linkerd-init, without lifecycle hooks, with a
-//     startup probe. Classic: the first container (proxy.await), postStart
-//     linkerd-await and, for a non-zero
-//     config.alpha.linkerd.io/proxy-wait-before-exit-seconds, preStop
-//     `/bin/sleep N`. The namespace's config annotations the Pod lacks are
+// This code does only what depends on the Pod, and test/meshoracle holds
+// it to the real injectors on its matrix of Pods, in what graceguard reads
+// (checkStandIn, l5dCheckStandIn), and in full on CanonicalPod:
+//
+//   - Istio: the form (the injector's Native, or
+//     sidecar.istio.io/nativeSidecar) picks the file; PROXY_CONFIG from
+//     proxy.istio.io/config, leaving out defaults, and its proxyMetadata
+//     as variables; ISTIO_META_APP_CONTAINERS; app HTTP probes rewritten
+//     to the agent's port 15020, with ISTIO_KUBE_APP_PROBERS; the
+//     default-container annotations.
+//   - Linkerd: the namespace's config annotations the Pod lacks are
 //     copied to it (config.linkerd.io/*, the two config.alpha keys,
-//     linkerd.io/inject; not the beta spelling).
+//     linkerd.io/inject; not the beta spelling); the form
+//     (proxy.nativeSidecar, or config.linkerd.io/proxy-enable-native-sidecar
+//     and then the beta and alpha spellings; an unparsable value leaves
+//     the default) picks the file; config.linkerd.io/shutdown-grace-period
+//     becomes LINKERD2_PROXY_SHUTDOWN_GRACE_PERIOD in milliseconds; on a
+//     classic proxy a non-zero
+//     config.alpha.linkerd.io/proxy-wait-before-exit-seconds becomes the
+//     preStop `/bin/sleep N`; the linkerd.io/workload-ns label.
 //
 // Invariant: injecting an injected Pod changes nothing, as the real
 // injectors skip Pods that already carry their proxy.
@@ -68,13 +68,6 @@ type Injector struct {
 	// proxy.nativeSidecar).
 	Native bool
 }
-
-// Images of the injected containers.
-const (
-	IstioProxyImage   = "docker.io/istio/proxyv2:1.29.0"
-	LinkerdProxyImage = "cr.l5d.io/linkerd/proxy:edge-26.8.3"
-	LinkerdInitImage  = "cr.l5d.io/linkerd/proxy-init:v2.4.3"
-)
 
 // Wants reports whether the injector meshes this Pod in a namespace with
 // these labels and annotations (the webhooks' selectors and the Pods'
@@ -153,8 +146,6 @@ func setLabel(p *corev1.Pod, k, v string) {
 	p.Labels[k] = v
 }
 
-var always = corev1.ContainerRestartPolicyAlways
-
 // ---- Istio ----------------------------------------------------------------
 
 func (in Injector) istio(p *corev1.Pod) {
@@ -198,84 +189,19 @@ func (in Injector) istio(p *corev1.Pod) {
 			probe.HTTPGet = &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(15020)}
 		}
 	}
-	env := []corev1.EnvVar{
-		{Name: "PILOT_CERT_PROVIDER", Value: "istiod"},
-		{Name: "CA_ADDR", Value: "istiod.istio-system.svc:15012"},
-		{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
-		{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
-		{Name: "INSTANCE_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
-		{Name: "PROXY_CONFIG", Value: string(pc) + "\n"},
-		{Name: "ISTIO_META_APP_CONTAINERS", Value: strings.Join(appNames, ",")},
-		{Name: "ISTIO_META_CLUSTER_ID", Value: "Kubernetes"},
-	}
+	apply(p, Istio, native)
+	proxy := container(p, "istio-proxy")
+	setEnv(proxy, "PROXY_CONFIG", string(pc)+"\n")
+	setEnv(proxy, "ISTIO_META_APP_CONTAINERS", strings.Join(appNames, ","))
 	for _, k := range slices.Sorted(maps.Keys(metadata)) {
-		env = append(env, corev1.EnvVar{Name: k, Value: metadata[k]})
+		setEnv(proxy, k, metadata[k])
 	}
 	if len(probers) > 0 {
 		b, _ := json.Marshal(probers)
-		env = append(env, corev1.EnvVar{Name: "ISTIO_KUBE_APP_PROBERS", Value: string(b)})
+		setEnv(proxy, "ISTIO_KUBE_APP_PROBERS", string(b))
 	}
-	f, t := false, true
-	uid := int64(1337)
-	proxy := corev1.Container{
-		Name:  "istio-proxy",
-		Image: IstioProxyImage,
-		Args:  []string{"proxy", "sidecar", "--domain", "$(POD_NAMESPACE).svc.cluster.local", "--proxyLogLevel=warning", "--proxyComponentLogLevel=misc:error", "--log_output_level=default:info"},
-		Ports: []corev1.ContainerPort{{ContainerPort: 15090, Name: "http-envoy-prom", Protocol: corev1.ProtocolTCP}},
-		Env:   env,
-		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz/ready", Port: intstr.FromInt32(15021)}},
-			PeriodSeconds: 15, TimeoutSeconds: 3, FailureThreshold: 4},
-		SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: &f, Privileged: &f, ReadOnlyRootFilesystem: &t, RunAsUser: &uid, RunAsGroup: &uid, RunAsNonRoot: &t,
-			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
-		VolumeMounts: []corev1.VolumeMount{
-			{Name: "workload-socket", MountPath: "/var/run/secrets/workload-spiffe-uds"},
-			{Name: "istiod-ca-cert", MountPath: "/var/run/secrets/istio"},
-			{Name: "istio-data", MountPath: "/var/lib/istio/data"},
-			{Name: "istio-envoy", MountPath: "/etc/istio/proxy"},
-			{Name: "istio-podinfo", MountPath: "/etc/istio/pod"},
-		},
-	}
-	initC := corev1.Container{
-		Name:  "istio-init",
-		Image: IstioProxyImage,
-		Args: []string{"istio-iptables", "-p", "15001", "-z", "15006", "-u", "1337", "-m", "REDIRECT", "-i", "*", "-x", "", "-b", "*",
-			"-d", "15090,15021,15020", "--log_output_level=default:info"},
-		SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN", "NET_RAW"}, Drop: []corev1.Capability{"ALL"}}},
-	}
-	if native {
-		// Started before the app, stopped after it; the preStop starts the
-		// drain at deletion (istio#47226).
-		proxy.RestartPolicy = &always
-		proxy.StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz/ready", Port: intstr.FromInt32(15021)}},
-			PeriodSeconds: 1, TimeoutSeconds: 3, FailureThreshold: 600}
-		proxy.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{
-			Command: []string{"pilot-agent", "request", "--debug-port=15020", "POST", "drain"}}}}
-		p.Spec.InitContainers = append(p.Spec.InitContainers, initC, proxy)
-	} else {
-		p.Spec.InitContainers = append(p.Spec.InitContainers, initC)
-		p.Spec.Containers = append(p.Spec.Containers, proxy)
-	}
-	p.Spec.Volumes = append(p.Spec.Volumes,
-		corev1.Volume{Name: "workload-socket", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-		corev1.Volume{Name: "istio-envoy", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
-		corev1.Volume{Name: "istio-data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-		corev1.Volume{Name: "istio-podinfo", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{Items: []corev1.DownwardAPIVolumeFile{
-			{Path: "labels", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels"}},
-			{Path: "annotations", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations"}},
-		}}}},
-		corev1.Volume{Name: "istiod-ca-cert", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "istio-ca-root-cert"}}}},
-	)
-	status := map[string]any{"initContainers": []string{"istio-init"}, "containers": []string{"istio-proxy"},
-		"volumes": []string{"workload-socket", "istio-envoy", "istio-data", "istio-podinfo", "istiod-ca-cert"}, "imagePullSecrets": nil, "revision": "default"}
-	if native {
-		status["initContainers"] = []string{"istio-init", "istio-proxy"}
-		status["containers"] = nil
-	}
-	b, _ := json.Marshal(status)
-	setAnnotation(p, "sidecar.istio.io/status", string(b))
-	setAnnotation(p, "kubectl.kubernetes.io/default-container", p.Spec.Containers[0].Name)
-	setLabel(p, "security.istio.io/tlsMode", "istio")
-	setLabel(p, "service.istio.io/canonical-revision", "latest")
+	setAnnotation(p, "kubectl.kubernetes.io/default-container", appNames[0])
+	setAnnotation(p, "kubectl.kubernetes.io/default-logs-container", appNames[0])
 }
 
 // ---- Linkerd --------------------------------------------------------------
@@ -302,73 +228,23 @@ func (in Injector) linkerd(p *corev1.Pod, nsAnnotations map[string]string) {
 			break
 		}
 	}
-	env := []corev1.EnvVar{
-		{Name: "_pod_name", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
-		{Name: "_pod_ns", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
-		{Name: "_pod_containerName", Value: "linkerd-proxy"},
-		{Name: "LINKERD2_PROXY_LOG", Value: "warn,linkerd=info,hickory=error,linkerd_proxy_http::client[{headers}]=off"},
-		{Name: "LINKERD2_PROXY_DESTINATION_SVC_ADDR", Value: "linkerd-dst-headless.linkerd.svc.cluster.local.:8086"},
-		{Name: "LINKERD2_PROXY_ADMIN_LISTEN_ADDR", Value: "[::]:4191"},
-		{Name: "LINKERD2_PROXY_INBOUND_LISTEN_ADDR", Value: "[::]:4143"},
-	}
+	apply(p, Linkerd, native)
+	proxy := container(p, "linkerd-proxy")
 	if v, ok := p.Annotations["config.linkerd.io/shutdown-grace-period"]; ok {
 		// Rendered in milliseconds; a value that does not parse is ignored.
 		if d, err := time.ParseDuration(v); err == nil {
-			env = append(env, corev1.EnvVar{Name: "LINKERD2_PROXY_SHUTDOWN_GRACE_PERIOD", Value: fmt.Sprintf("%dms", int(d.Seconds()*1000))})
+			setEnv(proxy, "LINKERD2_PROXY_SHUTDOWN_GRACE_PERIOD", fmt.Sprintf("%dms", int(d.Seconds()*1000)))
 		}
 	}
-	t := true
-	uid := int64(2102)
-	proxy := corev1.Container{
-		Name:  "linkerd-proxy",
-		Image: LinkerdProxyImage,
-		Env:   env,
-		Ports: []corev1.ContainerPort{{ContainerPort: 4143, Name: "linkerd-proxy"}, {ContainerPort: 4191, Name: "linkerd-admin"}},
-		LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/live", Port: intstr.FromInt32(4191)}},
-			InitialDelaySeconds: 10, TimeoutSeconds: 1},
-		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromInt32(4191)}},
-			InitialDelaySeconds: 2, TimeoutSeconds: 1},
-		SecurityContext:          &corev1.SecurityContext{ReadOnlyRootFilesystem: &t, RunAsNonRoot: &t, RunAsUser: &uid},
-		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		VolumeMounts:             []corev1.VolumeMount{{Name: "linkerd-identity-end-entity", MountPath: "/var/run/linkerd/identity/end-entity"}},
-	}
-	initC := corev1.Container{
-		Name:  "linkerd-init",
-		Image: LinkerdInitImage,
-		Args: []string{"--incoming-proxy-port", "4143", "--outgoing-proxy-port", "4140", "--proxy-uid", "2102",
-			"--inbound-ports-to-ignore", "4190,4191,4567,4568", "--outbound-ports-to-ignore", "4567,4568"},
-		SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN", "NET_RAW"}}},
-		VolumeMounts:    []corev1.VolumeMount{{Name: "linkerd-proxy-init-xtables-lock", MountPath: "/run"}},
-	}
-	p.Spec.Volumes = append(p.Spec.Volumes,
-		corev1.Volume{Name: "linkerd-proxy-init-xtables-lock", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-		corev1.Volume{Name: "linkerd-identity-end-entity", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
-	)
-	if native {
-		proxy.RestartPolicy = &always
-		proxy.StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromInt32(4191)}},
-			PeriodSeconds: 1, FailureThreshold: 120}
-		p.Spec.InitContainers = append([]corev1.Container{initC, proxy}, p.Spec.InitContainers...)
-	} else {
-		// proxy.await (the default): first container, and the app starts
-		// only once linkerd-await returns.
-		proxy.Lifecycle = &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{
-			Command: []string{"/usr/lib/linkerd/linkerd-await", "--timeout=2m", "--port=4191"}}}}
+	if !native && proxy.Lifecycle != nil {
+		// proxy.await (the default): the app starts only once
+		// linkerd-await returns (the generated postStart); a non-zero
+		// wait becomes the proxy's preStop.
 		if v, ok := p.Annotations["config.alpha.linkerd.io/proxy-wait-before-exit-seconds"]; ok {
 			if n, err := strconv.ParseUint(v, 10, 64); err == nil && n > 0 {
 				proxy.Lifecycle.PreStop = &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/sleep", strconv.FormatUint(n, 10)}}}
 			}
 		}
-		p.Spec.InitContainers = append(p.Spec.InitContainers, initC)
-		p.Spec.Containers = append([]corev1.Container{proxy}, p.Spec.Containers...)
 	}
-	setAnnotation(p, "linkerd.io/created-by", "linkerd/proxy-injector edge-26.8.3")
-	setAnnotation(p, "linkerd.io/proxy-version", "edge-26.8.3")
-	setAnnotation(p, "linkerd.io/trust-root-sha256", "3a9b3f0c1e4f9f1a0a0ab9a0b5f8c1c9d2e5f0a7b6c4d3e2f1a0b9c8d7e6f5a4")
-	setAnnotation(p, "kubectl.kubernetes.io/default-container", p.Spec.Containers[min(1, len(p.Spec.Containers)-1)].Name)
-	if native {
-		setAnnotation(p, "kubectl.kubernetes.io/default-container", p.Spec.Containers[0].Name)
-	}
-	setLabel(p, "linkerd.io/control-plane-ns", "linkerd")
 	setLabel(p, "linkerd.io/workload-ns", p.Namespace)
 }

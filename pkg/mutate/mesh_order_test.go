@@ -18,7 +18,7 @@ import (
 )
 
 // meshCase is a Pod as its team writes it, in a namespace, meshed by one
-// injector (internal/meshtest, written from the meshes' templates).
+// injector (internal/meshtest, generated from the real injectors' output).
 type meshCase struct {
 	name, what string
 	injector   meshtest.Injector
@@ -98,12 +98,14 @@ var meshCases = []meshCase{
 func (mc meshCase) nsName() string { return string(mc.injector.Mesh) + "-shop" }
 
 func (mc meshCase) pod() *corev1.Pod {
-	// The API server defaults the grace to 30 before any webhook.
+	// The API server defaults the grace to 30, and its ServiceAccount
+	// admission plugin sets the service account, before any webhook (the
+	// injectors' projected token volumes need one).
 	grace := int64(30)
 	return &corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: mc.nsName(), Labels: mergeMaps(map[string]string{"app": "web"}, mc.podLabels), Annotations: mc.podAnn},
-		Spec: corev1.PodSpec{TerminationGracePeriodSeconds: &grace, Containers: []corev1.Container{{
+		Spec: corev1.PodSpec{TerminationGracePeriodSeconds: &grace, ServiceAccountName: "default", Containers: []corev1.Container{{
 			Name: "app", Image: "registry.local/web:1",
 			Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
 		}}},

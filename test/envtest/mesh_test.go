@@ -68,6 +68,9 @@ func meshedPod(name, order string) *corev1.Pod {
 		Name: "app", Image: "registry.local/app:1", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
 	})
 	p.Labels = map[string]string{orderLabel: order, "app": "web"}
+	// A cluster's ServiceAccount admission plugin (off in envtest) sets it
+	// before any webhook; the injectors' projected token volumes need it.
+	p.Spec.ServiceAccountName = "default"
 	return p
 }
 
