@@ -93,6 +93,24 @@ func VerifyFile(ring openpgp.EntityList, data, sig []byte) error {
 	return err
 }
 
+// artifactHub points the chart's Artifact Hub annotations at the release:
+// the image the chart installs by default (values image.repository at the
+// release's tag) and whether the version is a prerelease (v0.2.0-rc.1).
+func artifactHub(ann map[string]string, values map[string]any, ver string) error {
+	img, _ := values["image"].(map[string]any)
+	repo, _ := img["repository"].(string)
+	if repo == "" || ann == nil {
+		return fmt.Errorf("needs values image.repository and the artifacthub.io annotations in Chart.yaml")
+	}
+	b, err := yaml.Marshal([]map[string]string{{"name": "graceguard", "image": repo + ":" + ver}})
+	if err != nil {
+		return err
+	}
+	ann["artifacthub.io/images"] = string(b)
+	ann["artifacthub.io/prerelease"] = fmt.Sprint(strings.Contains(ChartVersion(ver), "-"))
+	return nil
+}
+
 // PackageChart packages the chart in dir for the release ver into out, as
 // `helm package --version <ver without v> --app-version <ver>` does, and
 // writes its Helm provenance file (.prov, what helm verify and
@@ -104,6 +122,9 @@ func PackageChart(dir, ver, out string, e *openpgp.Entity) (string, error) {
 	}
 	ch.Metadata.Version = ChartVersion(ver)
 	ch.Metadata.AppVersion = ver
+	if err := artifactHub(ch.Metadata.Annotations, ch.Values, ver); err != nil {
+		return "", fmt.Errorf("chart %s: %w", dir, err)
+	}
 	if err := ch.Validate(); err != nil {
 		return "", fmt.Errorf("chart %s at version %s: %w", dir, ver, err)
 	}

@@ -42,6 +42,24 @@ func TestSignedFileVerifiesWithThePublicKeyOnly(t *testing.T) {
 	}
 }
 
+func TestPackageChartMarksAReleaseCandidateAPrerelease(t *testing.T) {
+	key, err := NewSigningKey("v0.4.0-rc.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, err := PackageChart(filepath.Join("..", "..", "charts", "graceguard"), "v0.4.0-rc.1", t.TempDir(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := loader.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ch.Metadata.Annotations["artifacthub.io/prerelease"]; got != "true" {
+		t.Errorf("artifacthub.io/prerelease of v0.4.0-rc.1 = %q, want true", got)
+	}
+}
+
 func TestPackageChartSetsTheReleaseVersionAndSigns(t *testing.T) {
 	dir := t.TempDir()
 	key, err := NewSigningKey("v0.3.1")
@@ -58,6 +76,12 @@ func TestPackageChartSetsTheReleaseVersionAndSigns(t *testing.T) {
 	}
 	if ch.Metadata.Version != "0.3.1" || ch.Metadata.AppVersion != "v0.3.1" || filepath.Base(path) != "graceguard-0.3.1.tgz" {
 		t.Errorf("%s: version %q appVersion %q, want 0.3.1 and v0.3.1", path, ch.Metadata.Version, ch.Metadata.AppVersion)
+	}
+	if got, want := ch.Metadata.Annotations["artifacthub.io/images"], "- image: registry.local/graceguard:v0.3.1\n  name: graceguard\n"; got != want {
+		t.Errorf("artifacthub.io/images = %q, want %q", got, want)
+	}
+	if got := ch.Metadata.Annotations["artifacthub.io/prerelease"]; got != "false" {
+		t.Errorf("artifacthub.io/prerelease of v0.3.1 = %q, want false", got)
 	}
 	data, _ := os.ReadFile(path)
 	prov, _ := os.ReadFile(path + ".prov")
