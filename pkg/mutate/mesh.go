@@ -269,7 +269,7 @@ func readMesh(t Target, ann map[string]string, ns Namespace, p paths) (meshSetti
 	// writes LINKERD2_PROXY_SHUTDOWN_GRACE_PERIOD as whole milliseconds
 	// (pkg/inject, "%dms"). linkerd2-proxy reads that variable with
 	// ^\s*(\d+)(ms|s|m|h|d)?\s*$ and refuses to start on anything else
-	// (linkerd/app/src/env.rs parse_duration, InvalidEnvVar): a negative
+	// (linkerd/app/src/env.rs with env/types.rs parse_duration: InvalidEnvVar): a negative
 	// duration, written "-30000ms", is a proxy that never starts.
 	if v, path, ok := read(AnnotationLinkerdShutdownGrace); ok {
 		d, err := time.ParseDuration(v)
