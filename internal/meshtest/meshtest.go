@@ -200,8 +200,10 @@ func (in Injector) istio(p *corev1.Pod) {
 		b, _ := json.Marshal(probers)
 		setEnv(proxy, "ISTIO_KUBE_APP_PROBERS", string(b))
 	}
-	setAnnotation(p, "kubectl.kubernetes.io/default-container", appNames[0])
-	setAnnotation(p, "kubectl.kubernetes.io/default-logs-container", appNames[0])
+	if len(appNames) > 0 { // a gateway's Pod has only the proxy
+		setAnnotation(p, "kubectl.kubernetes.io/default-container", appNames[0])
+		setAnnotation(p, "kubectl.kubernetes.io/default-logs-container", appNames[0])
+	}
 }
 
 // ---- Linkerd --------------------------------------------------------------

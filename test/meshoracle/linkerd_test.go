@@ -560,6 +560,8 @@ func l5dCheckTimeline(t reporter, name string, p *corev1.Pod) {
 // copies rather than runs.
 var l5dDuration = regexp.MustCompile(`^\s*(\d+)(ms|s|m|h|d)?\s*$`)
 
+var l5dUnits = map[string]time.Duration{"ms": time.Millisecond, "s": time.Second, "m": time.Minute, "h": time.Hour, "d": 24 * time.Hour}
+
 func l5dProxyDuration(s string) (time.Duration, bool) {
 	m := l5dDuration.FindStringSubmatch(s)
 	if m == nil {
@@ -569,11 +571,10 @@ func l5dProxyDuration(s string) (time.Duration, bool) {
 	if err != nil {
 		return 0, false
 	}
-	unit := map[string]time.Duration{"ms": time.Millisecond, "s": time.Second, "m": time.Minute, "h": time.Hour, "d": 24 * time.Hour}
 	if m[2] == "" {
 		return 0, n == 0
 	}
-	return time.Duration(n) * unit[m[2]], true
+	return time.Duration(n) * l5dUnits[m[2]], true
 }
 
 // l5dCheckStandIn holds internal/meshtest's Linkerd stand-in (which the

@@ -2,7 +2,6 @@ package meshoracle
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -241,7 +240,7 @@ func injectionOf(t *testing.T, si standIn, in, out *corev1.Pod) meshtest.Injecti
 	rest.Spec.InitContainers, rest.Spec.Containers, rest.Spec.Volumes = in.Spec.InitContainers, in.Spec.Containers, in.Spec.Volumes
 	rest.Annotations, rest.Labels, rest.TypeMeta = in.Annotations, in.Labels, in.TypeMeta
 	if diff := cmp.Diff(podJSON(t, in), podJSON(t, rest)); diff != "" {
-		t.Fatalf("%s: the injector changed the canonical Pod in a way internal/meshtest does not model (-before +after):\n%s", si.name(), fmt.Sprint(diff))
+		t.Fatalf("%s: the injector changed the canonical Pod in a way internal/meshtest does not model (-before +after):\n%s", si.name(), diff)
 	}
 	return inj
 }
