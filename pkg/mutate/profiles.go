@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/graceguard/graceguard/pkg/budget"
 )
@@ -67,7 +66,7 @@ func settingsFor(t Target, ns Namespace, opts Options, p paths) (Settings, []Fin
 	bad = append(bad, rbad...)
 	var mbad []Finding
 	s.mesh, mbad = readMesh(t, podAnn, ns, p)
-	bad = append(bad, applyProfile(&s, podAnn, ns, opts, p)...)
+	applyProfile(&s, podAnn, ns, opts)
 	// A Windows Pod says so in spec.os.name, or only by its node selector.
 	s.windows = (t.Spec.OS != nil && t.Spec.OS.Name == corev1.Windows) || t.Spec.NodeSelector[corev1.LabelOSStable] == string(corev1.Windows)
 	return s, append(bad, mbad...)
@@ -77,32 +76,17 @@ func settingsFor(t Target, ns Namespace, opts Options, p paths) (Settings, []Fin
 // annotation over --default-routing-profile) and lets it supply the
 // routing term unless an explicit graceguard.io/routing-delay at the same
 // level or closer to the Pod wins.
-func applyProfile(s *Settings, podAnn map[string]string, ns Namespace, opts Options, p paths) []Finding {
-	table := opts.profiles()
-	names := budget.ProfileNames(table)
-	var bad []Finding
-	lookup := func(v string, path *field.Path, r Reason) (budget.Profile, bool) {
-		pr, ok := budget.FindProfile(table, v)
-		if !ok {
-			bad = append(bad, Finding{r, field.NotSupported(path, clip(v), names)})
-		}
-		return pr, ok
-	}
+func applyProfile(s *Settings, podAnn map[string]string, ns Namespace, opts Options) {
 	var use *ProfileUse
-	podV, onPod := podAnn[AnnotationRoutingProfile]
-	nsV, onNS := ns.Annotations[AnnotationRoutingProfile]
-	if onPod {
-		if pr, ok := lookup(podV, p.pod.Key(AnnotationRoutingProfile), DenyInvalidAnnotation); ok {
-			use = &ProfileUse{Profile: pr, From: FromPod, SetsRouting: s.Sources[budget.Routing] != FromPod}
-		}
+	_, onPod := podAnn[AnnotationRoutingProfile]
+	_, onNS := ns.Annotations[AnnotationRoutingProfile]
+	switch {
+	case s.podProfile != nil:
+		use = &ProfileUse{Profile: *s.podProfile, From: FromPod, SetsRouting: s.Sources[budget.Routing] != FromPod}
+	case s.nsProfile != nil && !onPod:
+		use = &ProfileUse{Profile: *s.nsProfile, From: FromNamespace, SetsRouting: s.Sources[budget.Routing] == FromCluster}
 	}
-	if onNS {
-		// Checked even when the Pod names its own: a typo on the
-		// namespace is reported, not hidden.
-		if pr, ok := lookup(nsV, p.ns.Key(AnnotationRoutingProfile), DenyInvalidNamespace); ok && !onPod {
-			use = &ProfileUse{Profile: pr, From: FromNamespace, SetsRouting: s.Sources[budget.Routing] == FromCluster}
-		}
-	}
+	table := s.profiles
 	switch {
 	case onPod || onNS:
 	case opts.DefaultProfile != "":
@@ -129,7 +113,6 @@ func applyProfile(s *Settings, podAnn map[string]string, ns Namespace, opts Opti
 			s.Sources[budget.Routing] = FromProfile(use.Name)
 		}
 	}
-	return bad
 }
 
 // floor is the least grace the Pod's routing profile asks for, in seconds.

@@ -3,6 +3,8 @@ package mutate
 import (
 	"slices"
 	"strconv"
+
+	"github.com/graceguard/graceguard/pkg/budget"
 )
 
 // Where says on which objects, and in which of their maps, graceguard reads
@@ -48,6 +50,12 @@ type Key struct {
 	// proof's whitelist from it (charts/graceguard/templates/_generated.tpl);
 	// internal/chart's proof tests hold it to Validate.
 	Proof string
+	// Term is the budget term the key sets, if any.
+	Term budget.Term
+	// set reads a value of the key into the settings, or says what is
+	// wrong with it (resolve). Nil for the keys read elsewhere: the
+	// meshes' (readMesh), Kubernetes', graceguard's record and labels.
+	set setter
 }
 
 // KeyDoc is the documentation of one key.
@@ -93,7 +101,7 @@ const (
 var Keys = []Key{
 	// graceguard's namespace labels.
 	{Name: LabelInject, Where: NamespaceLabel, Owner: ownerGraceguard, MaxLength: MaxLabelValueLength},
-	{Name: LabelMode, Where: NamespaceLabel, Owner: ownerGraceguard, MaxLength: MaxLabelValueLength},
+	{Name: LabelMode, Where: NamespaceLabel, Owner: ownerGraceguard, MaxLength: MaxLabelValueLength, set: setMode},
 	// The observer's label, which graceguard adds only where it is absent.
 	{Name: LabelTreated, Where: PodLabel, Owner: ownerGraceguard, MaxLength: MaxLabelValueLength},
 
@@ -105,75 +113,85 @@ var Keys = []Key{
 			Meaning: "time for routing withdrawal (EndpointSlices, proxies, ingress, load balancers) to converge; becomes the preStop sleep, rounded up to whole seconds",
 			Summary: "time for routing withdrawal to converge; becomes the preStop sleep",
 		},
-		Proof: celDurationOK + " && " + celDuration + " <= duration(" + celTerm("routing") + ")"},
+		Proof: celDurationOK + " && " + celDuration + " <= duration(" + celTerm("routing") + ")",
+		Term:  budget.Routing, set: setTerm(budget.Routing)},
 	{Name: AnnotationRoutingProfile, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
 		Doc: &KeyDoc{
 			Meaning: "a routing profile: the routing delay (and grace floor) of what sits in front of the Pod, from a table with sources ([routing-profiles.md](routing-profiles.md)): {profiles}, or one the operators added. An explicit `routing-delay` wins; the floor stays. Any other name is denied with the list",
 			Summary: "what sits in front of the Pod: {profiles} or an operator's; supplies the routing delay and any grace floor ([docs/routing-profiles.md](docs/routing-profiles.md))",
 			Default: "none", Flag: "--default-routing-profile",
-		}},
+		},
+		set: setProfile},
 	{Name: AnnotationMaxWork, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
 		Doc: &KeyDoc{
 			Meaning: "longest admitted work that must finish after SIGTERM (request timeout, stream, job step); or `auto`: taken from the workload's observed shutdowns at each Pod's creation (see [max-work: auto](#max-work-auto))",
 			Summary: "longest admitted work that must finish after SIGTERM; `auto`: from the workload's observed shutdowns (bounded by `graceguard.io/max-work-floor`, `-ceiling`)",
 		},
-		Proof: "v == '" + MaxWorkAuto + "' || (" + celDurationOK + " && " + celDuration + " == duration(" + celTerm("work") + "))"},
+		Proof: "v == '" + MaxWorkAuto + "' || (" + celDurationOK + " && " + celDuration + " == duration(" + celTerm("work") + "))",
+		Term:  budget.Work, set: setMaxWork},
 	{Name: AnnotationMaxWorkFloor, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
 		Doc: &KeyDoc{
 			Meaning: "the least value `max-work: auto` takes",
 			Default: "the cluster default max-work",
-		}},
+		},
+		set: setWorkBound(floorBound)},
 	{Name: AnnotationMaxWorkCeiling, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
 		Doc: &KeyDoc{
 			Meaning: "the most `max-work: auto` takes",
 			Default: "`2m`, or the cluster default max-work when longer",
-		}},
+		},
+		set: setWorkBound(ceilingBound)},
 	{Name: AnnotationCleanup, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
 		Doc:   &KeyDoc{Meaning: "closing pools, flushing telemetry", Summary: "closing pools, flushing telemetry"},
-		Proof: celDurationOK + " && " + celDuration + " == duration(" + celTerm("cleanup") + ")"},
+		Proof: celDurationOK + " && " + celDuration + " == duration(" + celTerm("cleanup") + ")",
+		Term:  budget.Cleanup, set: setTerm(budget.Cleanup)},
 	{Name: AnnotationSafetyMargin, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
 		Doc:   &KeyDoc{Meaning: "slack for what is not measured", Summary: "slack for what is not measured"},
-		Proof: celDurationOK + " && " + celDuration + " == duration(" + celTerm("margin") + ")"},
+		Proof: celDurationOK + " && " + celDuration + " == duration(" + celTerm("margin") + ")",
+		Term:  budget.Margin, set: setTerm(budget.Margin)},
 	{Name: AnnotationPreStop, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
 		Doc: &KeyDoc{
 			Meaning: "`sleep`: native `lifecycle.preStop.sleep` (GA in 1.34); `exec`: `[\"sleep\",\"N\"]`, needs a `sleep` binary in the image (distroless and scratch images lack it: `prestop-binary-may-be-missing` warns where the image's name says so; a Windows Pod (`spec.os.name: windows`, or a node selector `kubernetes.io/os: windows`) gets the sleep action instead, as Windows images have no `sleep`); `none`: no hook, the budget still applies and the app must keep serving for the routing delay after SIGTERM itself",
 			Summary: "`sleep` (native sleep action), `exec` (`[\"sleep\",\"N\"]`; the sleep action on Windows Pods), `none` (no hook; budget still applies)",
 			Default: "`sleep`", Flag: "--prestop-handler",
 		},
-		Proof: "v in ['" + string(PreStopSleep) + "', '" + string(PreStopExec) + "', '" + string(PreStopNone) + "']"},
+		Proof: "v in ['" + string(PreStopSleep) + "', '" + string(PreStopExec) + "', '" + string(PreStopNone) + "']",
+		set:   setPreStopHandler},
 	{Name: AnnotationContainers, Where: PodAnnotation, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
 		Doc: &KeyDoc{
 			Meaning: "comma-separated containers to treat; may name native sidecars (`initContainers` with `restartPolicy: Always`)",
 			Summary: "comma list of containers to treat (may name native sidecars)",
 			Default: "every regular container",
-		}},
+		},
+		set: setContainers},
 	{Name: AnnotationReadinessPath, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
 		Doc: &KeyDoc{
 			Meaning: "HTTP path of a readiness probe to add where a treated container has none: `periodSeconds: 2`, `failureThreshold: 2`, `timeoutSeconds: 1`, so a draining app is withdrawn within about 4 s",
 			Summary: "HTTP path of a readiness probe to add where a container has none",
 			Default: "none",
 		},
-		Proof: celProbePath},
+		Proof: celProbePath, set: setProbePath(readinessPath)},
 	{Name: AnnotationLivenessPath, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
 		Doc: &KeyDoc{
 			Meaning: "HTTP path of a liveness probe to add where a treated container has none: `initialDelaySeconds: 10`, `periodSeconds: 10`, `failureThreshold: 3`; keep it independent of draining",
 			Summary: "HTTP path of a liveness probe to add where a container has none",
 			Default: "none",
 		},
-		Proof: celProbePath},
+		Proof: celProbePath, set: setProbePath(livenessPath)},
 	{Name: AnnotationProbePort, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
 		Doc: &KeyDoc{
 			Meaning: "port to probe: a number (1-65535) or a port name declared by the container",
 			Summary: "port number or name for those probes",
 			Default: "the container's first declared port",
 		},
-		Proof: `(v.matches(r'^[1-9][0-9]{0,4}$') && int(v) <= 65535) || (v.matches(r'^[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$') && v.matches(r'[a-z]') && !v.contains('--'))`},
+		Proof: `(v.matches(r'^[1-9][0-9]{0,4}$') && int(v) <= 65535) || (v.matches(r'^[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$') && v.matches(r'[a-z]') && !v.contains('--'))`,
+		set:   setProbePort},
 	{Name: AnnotationInject, Where: PodAnnotation, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
 		Doc: &KeyDoc{
 			Meaning: "`\"false\"` opts this Pod out of mutation and of the budget check (its preStop hooks are still checked against its grace; the mutating webhook is not even called); `\"true\"` is the same as unset",
 			Summary: "`\"false\"` opts the Pod out of mutation and of the budget check",
 		},
-		Proof: "v == 'true'"},
+		Proof: "v == 'true'", set: setInject},
 	// graceguard's record of what it applied, which it compares with what
 	// it would write. The proof reads it as the record (b), not here.
 	{Name: AnnotationBudget, Where: PodAnnotation, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,

@@ -107,22 +107,11 @@ func DefaultOptions() Options {
 	}
 }
 
-// termKeys maps budget terms to their annotation keys.
-var termKeys = [...]struct {
-	term budget.Term
-	key  string
-}{
-	{budget.Routing, AnnotationRoutingDelay},
-	{budget.Work, AnnotationMaxWork},
-	{budget.Cleanup, AnnotationCleanup},
-	{budget.Margin, AnnotationSafetyMargin},
-}
-
 // KeyFor returns the annotation key that sets a budget term.
 func KeyFor(t budget.Term) string {
-	for _, tk := range termKeys {
-		if tk.term == t {
-			return tk.key
+	for _, k := range Keys {
+		if k.Term == t && t != "" {
+			return k.Name
 		}
 	}
 	return ""
@@ -182,6 +171,13 @@ type Settings struct {
 	windows  bool
 	maxGrace time.Duration
 	ceilings []budget.Ceiling
+	profiles []budget.Profile
+	// workBounds are where max-work: auto's floor and ceiling were set
+	// (a zero at: their default).
+	workBounds [2]at
+	// nsProfile and podProfile are the routing profiles the namespace and
+	// the Pod name, when found.
+	nsProfile, podProfile *budget.Profile
 }
 
 // paths locate where settings are read from, for error messages.
@@ -200,8 +196,11 @@ func newPaths(metaPath *field.Path, ns string) paths {
 	}
 }
 
-// resolve reads the settings. Every value that does not parse is an error
-// naming the key, the value and the accepted forms; nothing is ignored.
+// resolve reads the settings: for each key of the registry (Keys) that
+// has a setter, the namespace's value, then the Pod's, which wins. Both
+// are checked: a namespace's typo is reported even where a Pod sets its
+// own. Every value that does not parse is a finding naming the key, the
+// value and the accepted forms; nothing is ignored.
 func resolve(podAnn map[string]string, ns Namespace, opts Options, p paths) (Settings, []Finding) {
 	var bad []Finding
 	s := Settings{
@@ -211,135 +210,195 @@ func resolve(podAnn map[string]string, ns Namespace, opts Options, p paths) (Set
 		Sources:  map[budget.Term]Source{},
 		maxGrace: opts.MaxGrace,
 		ceilings: opts.Ceilings,
+		profiles: opts.profiles(),
+		// max-work: auto's bounds by default.
+		WorkFloor:   opts.Defaults.Work,
+		WorkCeiling: max(DefaultMaxWorkCeiling, opts.Defaults.Work),
 	}
 	if s.Mode == "" {
 		s.Mode = ModeEnforce
 	}
-	if v, ok := ns.Labels[LabelMode]; ok {
-		m, err := ParseMode(v)
-		if err != nil {
-			bad = append(bad, Finding{DenyInvalidNamespace, field.NotSupported(p.nsL.Key(LabelMode), clip(v), []string{string(ModeEnforce), string(ModeWarn)})})
-		} else {
-			s.Mode = m
-		}
+	for _, t := range budget.Terms {
+		s.Sources[t] = FromCluster
 	}
-	if v, ok := podAnn[AnnotationInject]; ok {
-		switch v {
-		case "false":
-			s.OptOut = true
-		case "true":
-		default:
-			bad = append(bad, Finding{DenyInvalidAnnotation, field.NotSupported(p.pod.Key(AnnotationInject), clip(v), []string{"true", "false"})})
-		}
+	layers := [...]struct {
+		where Where
+		m     map[string]string
+		at    at
+	}{
+		{NamespaceLabel, ns.Labels, at{p.nsL, DenyInvalidNamespace, FromNamespace}},
+		{NamespaceAnnotation, ns.Annotations, at{p.ns, DenyInvalidNamespace, FromNamespace}},
+		{PodAnnotation, podAnn, at{p.pod, DenyInvalidAnnotation, FromPod}},
 	}
-
-	// Budget terms: pod over namespace over cluster.
-	for _, tk := range termKeys {
-		s.Sources[tk.term] = FromCluster
-		for _, layer := range []struct {
-			ann  map[string]string
-			path *field.Path
-			src  Source
-			dr   Reason
-		}{{ns.Annotations, p.ns, FromNamespace, DenyInvalidNamespace}, {podAnn, p.pod, FromPod, DenyInvalidAnnotation}} {
-			v, ok := layer.ann[tk.key]
-			if !ok {
-				continue
-			}
-			if tk.term == budget.Work && v == MaxWorkAuto {
-				s.AutoWork = true
-				s.Sources[tk.term] = layer.src
-				continue
-			}
-			d, f := parseDuration(v, layer.path.Key(tk.key), layer.dr)
-			if f != nil {
-				bad = append(bad, *f)
-				continue
-			}
-			s.Budget = s.Budget.Set(tk.term, d)
-			s.Sources[tk.term] = layer.src
-			if tk.term == budget.Work {
-				// A Pod's duration overrides its namespace's auto.
-				s.AutoWork = false
-			}
-		}
-	}
-
-	str := func(key string) (string, *field.Path, Reason, bool) {
-		if v, ok := podAnn[key]; ok {
-			return v, p.pod.Key(key), DenyInvalidAnnotation, true
-		}
-		if v, ok := ns.Annotations[key]; ok {
-			return v, p.ns.Key(key), DenyInvalidNamespace, true
-		}
-		return "", nil, "", false
-	}
-	s.WorkFloor, s.WorkCeiling = opts.Defaults.Work, max(DefaultMaxWorkCeiling, opts.Defaults.Work)
-	// Where each bound was set (nil: the default), for the finding when
-	// the floor passes the ceiling.
-	var bound [2]struct {
-		path *field.Path
-		r    Reason
-	}
-	for i, b := range []struct {
-		key string
-		dst *time.Duration
-	}{{AnnotationMaxWorkFloor, &s.WorkFloor}, {AnnotationMaxWorkCeiling, &s.WorkCeiling}} {
-		v, path, r, ok := str(b.key)
-		if !ok {
+	for _, k := range Keys {
+		if k.set == nil {
 			continue
 		}
-		d, f := parseDuration(v, path, r)
-		if f != nil {
-			bad = append(bad, *f)
-			continue
+		for _, l := range layers {
+			if k.Where&l.where == 0 {
+				continue
+			}
+			if v, ok := l.m[k.Name]; ok {
+				if f := k.set(&s, v, l.at.key(k.Name)); f != nil {
+					bad = append(bad, *f)
+				}
+			}
 		}
-		*b.dst = d
-		bound[i].path, bound[i].r = path, r
 	}
 	if s.AutoWork && s.WorkFloor > s.WorkCeiling {
-		bad = append(bad, floorOverCeiling(s.WorkFloor, s.WorkCeiling, bound[0].path, bound[0].r, bound[1].path, bound[1].r))
-	}
-	if v, path, r, ok := str(AnnotationPreStop); ok {
-		h, err := ParsePreStopHandler(v)
-		if err != nil {
-			bad = append(bad, Finding{r, field.NotSupported(path, clip(v), []string{string(PreStopSleep), string(PreStopExec), string(PreStopNone)})})
-		} else {
-			s.PreStop = h
-		}
-	}
-	for _, probe := range []struct {
-		key string
-		dst *string
-	}{{AnnotationReadinessPath, &s.ReadinessPath}, {AnnotationLivenessPath, &s.LivenessPath}} {
-		v, path, r, ok := str(probe.key)
-		if !ok {
-			continue
-		}
-		if !validProbePath(v) {
-			bad = append(bad, Finding{r, field.Invalid(path, clip(v), fmt.Sprintf(
-				"must be an HTTP path starting with /, of printable ASCII without spaces, at most %d characters, e.g. /readyz", MaxProbePathLength))})
-			continue
-		}
-		*probe.dst = v
-	}
-	if v, path, r, ok := str(AnnotationProbePort); ok {
-		port, err := parsePort(v)
-		if err != nil {
-			bad = append(bad, Finding{r, field.Invalid(path, clip(v), err.Error())})
-		} else {
-			s.ProbePort = &port
-		}
-	}
-	if v, ok := podAnn[AnnotationContainers]; ok {
-		names, err := parseNames(v)
-		if err != nil {
-			bad = append(bad, Finding{DenyInvalidAnnotation, field.Invalid(p.pod.Key(AnnotationContainers), clip(v), err.Error())})
-		} else {
-			s.Containers = names
-		}
+		bad = append(bad, floorOverCeiling(s.WorkFloor, s.WorkCeiling, s.workBounds[floorBound].path, s.workBounds[floorBound].reason,
+			s.workBounds[ceilingBound].path, s.workBounds[ceilingBound].reason))
 	}
 	return s, bad
+}
+
+// at is where a value was read: its field path (a map's, until key), the
+// reason a bad value denies with, and the source of the setting it sets.
+type at struct {
+	path   *field.Path
+	reason Reason
+	src    Source
+}
+
+func (a at) key(name string) at { a.path = a.path.Key(name); return a }
+
+// A setter reads one key's value into the settings (a row of Keys), or
+// returns the finding that says what is wrong with it and what is accepted.
+type setter func(s *Settings, v string, a at) *Finding
+
+func setMode(s *Settings, v string, a at) *Finding {
+	m, err := ParseMode(v)
+	if err != nil {
+		return &Finding{a.reason, field.NotSupported(a.path, clip(v), []string{string(ModeEnforce), string(ModeWarn)})}
+	}
+	s.Mode = m
+	return nil
+}
+
+func setInject(s *Settings, v string, a at) *Finding {
+	switch v {
+	case "false":
+		s.OptOut = true
+	case "true":
+	default:
+		return &Finding{a.reason, field.NotSupported(a.path, clip(v), []string{"true", "false"})}
+	}
+	return nil
+}
+
+// setTerm sets a budget term to a duration.
+func setTerm(t budget.Term) setter {
+	return func(s *Settings, v string, a at) *Finding {
+		d, f := parseDuration(v, a.path, a.reason)
+		if f != nil {
+			return f
+		}
+		s.Budget = s.Budget.Set(t, d)
+		s.Sources[t] = a.src
+		return nil
+	}
+}
+
+// setMaxWork sets the work term to a duration, or to auto (auto.go).
+func setMaxWork(s *Settings, v string, a at) *Finding {
+	if v == MaxWorkAuto {
+		s.AutoWork = true
+		s.Sources[budget.Work] = a.src
+		return nil
+	}
+	f := setTerm(budget.Work)(s, v, a)
+	if f == nil {
+		// A Pod's duration overrides its namespace's auto.
+		s.AutoWork = false
+	}
+	return f
+}
+
+// The bounds of max-work: auto.
+const (
+	floorBound = iota
+	ceilingBound
+)
+
+// setWorkBound sets a bound of max-work: auto, and remembers where, for
+// the finding when the floor passes the ceiling.
+func setWorkBound(i int) setter {
+	return func(s *Settings, v string, a at) *Finding {
+		d, f := parseDuration(v, a.path, a.reason)
+		if f != nil {
+			return f
+		}
+		if i == floorBound {
+			s.WorkFloor = d
+		} else {
+			s.WorkCeiling = d
+		}
+		s.workBounds[i] = a
+		return nil
+	}
+}
+
+func setPreStopHandler(s *Settings, v string, a at) *Finding {
+	h, err := ParsePreStopHandler(v)
+	if err != nil {
+		return &Finding{a.reason, field.NotSupported(a.path, clip(v), []string{string(PreStopSleep), string(PreStopExec), string(PreStopNone)})}
+	}
+	s.PreStop = h
+	return nil
+}
+
+// The probe paths.
+const (
+	readinessPath = iota
+	livenessPath
+)
+
+func setProbePath(i int) setter {
+	return func(s *Settings, v string, a at) *Finding {
+		if !validProbePath(v) {
+			return &Finding{a.reason, field.Invalid(a.path, clip(v), fmt.Sprintf(
+				"must be an HTTP path starting with /, of printable ASCII without spaces, at most %d characters, e.g. /readyz", MaxProbePathLength))}
+		}
+		if i == readinessPath {
+			s.ReadinessPath = v
+		} else {
+			s.LivenessPath = v
+		}
+		return nil
+	}
+}
+
+func setProbePort(s *Settings, v string, a at) *Finding {
+	port, err := parsePort(v)
+	if err != nil {
+		return &Finding{a.reason, field.Invalid(a.path, clip(v), err.Error())}
+	}
+	s.ProbePort = &port
+	return nil
+}
+
+func setContainers(s *Settings, v string, a at) *Finding {
+	names, err := parseNames(v)
+	if err != nil {
+		return &Finding{a.reason, field.Invalid(a.path, clip(v), err.Error())}
+	}
+	s.Containers = names
+	return nil
+}
+
+// setProfile looks the named routing profile up; applyProfile decides,
+// once the mesh is known, which profile applies.
+func setProfile(s *Settings, v string, a at) *Finding {
+	pr, ok := budget.FindProfile(s.profiles, v)
+	if !ok {
+		return &Finding{a.reason, field.NotSupported(a.path, clip(v), budget.ProfileNames(s.profiles))}
+	}
+	if a.src == FromPod {
+		s.podProfile = &pr
+	} else {
+		s.nsProfile = &pr
+	}
+	return nil
 }
 
 // floorOverCeiling is the finding for a floor of max-work: auto above its
