@@ -72,9 +72,10 @@ test: vet ## Run every test: unit, golden, handler, CLI, chart, envtest (real ku
 	$(MAKE) --no-print-directory test-alerts
 
 .PHONY: test-alerts
-test-alerts: ## promtool test rules on the chart's alerts (test/alerts; promtool from github.com/prometheus/prometheus v0.316.0, built once into bin/promtool-v0.316.0).
+test-alerts: ## promtool test rules on the chart's alerts (test/alerts; promtool from github.com/prometheus/prometheus v0.316.0, built once into bin/promtool-v0.316.0), and every alert and dashboard query parsed with Prometheus' parser against the metrics graceguard exports.
 	test -x bin/promtool-v0.316.0 || (cd test/alerts && GOWORK=off $(GO) build -tags remove_all_sd -o ../../bin/promtool-v0.316.0 github.com/prometheus/prometheus/cmd/promtool)
 	cd test/alerts && ../../bin/promtool-v0.316.0 check rules rules.yaml && ../../bin/promtool-v0.316.0 test rules rules_test.yaml
+	cd test/alerts && GOWORK=off $(GO) test -count=1 ./...
 
 .PHONY: test-meshes
 test-meshes: ## Hold graceguard to Istio's and Linkerd's real injectors (test/meshoracle, its own module: minutes cold, ~30 s warm); prints the scenarios run per mesh and mode.

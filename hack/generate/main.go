@@ -99,6 +99,8 @@ func outputs() []output {
 		{"docs/annotations.md", "reasons", reasonsTable()},
 		{"docs/routing-profiles.md", "profiles", profilesTable()},
 		{"docs/security.md", "keys", keysTable()},
+		{"docs/alerts.md", "metrics", metricsTable()},
+		{MetricsFile, "", metricsJSON()},
 	}
 }
 

@@ -76,11 +76,8 @@ func Run(ctx context.Context, cfg config.Config, restCfg *rest.Config, reg prome
 		opt(&o)
 	}
 	log := logf.FromContext(ctx).WithName("graceguard")
-	m, err := webhook.NewMetrics(reg)
+	m, err := RegisterMetrics(reg)
 	if err != nil {
-		return err
-	}
-	if err := registerBuildInfo(reg); err != nil {
 		return err
 	}
 

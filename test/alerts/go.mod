@@ -4,7 +4,10 @@ go 1.26.8
 
 replace github.com/graceguard/graceguard => ../..
 
-require github.com/prometheus/prometheus v0.316.0
+require (
+	github.com/prometheus/prometheus v0.316.0
+	sigs.k8s.io/yaml v1.6.0
+)
 
 require (
 	cloud.google.com/go/auth v0.24.1-0.20261001053825-dbc26066f70a // indirect
@@ -206,5 +209,4 @@ require (
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )
