@@ -3,6 +3,7 @@ package mutate
 import (
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/graceguard/graceguard/pkg/budget"
 )
@@ -134,13 +135,13 @@ var Keys = []Key{
 			Meaning: "the least value `max-work: auto` takes",
 			Default: "the cluster default max-work",
 		},
-		set: setWorkBound(floorBound)},
+		set: setWorkBound(func(s *Settings) (*time.Duration, *at) { return &s.WorkFloor, &s.floorAt })},
 	{Name: AnnotationMaxWorkCeiling, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
 		Doc: &KeyDoc{
 			Meaning: "the most `max-work: auto` takes",
 			Default: "`2m`, or the cluster default max-work when longer",
 		},
-		set: setWorkBound(ceilingBound)},
+		set: setWorkBound(func(s *Settings) (*time.Duration, *at) { return &s.WorkCeiling, &s.ceilingAt })},
 	{Name: AnnotationCleanup, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
 		Doc:   &KeyDoc{Meaning: "closing pools, flushing telemetry", Summary: "closing pools, flushing telemetry"},
 		Proof: celDurationOK + " && " + celDuration + " == duration(" + celTerm("cleanup") + ")",
@@ -170,14 +171,14 @@ var Keys = []Key{
 			Summary: "HTTP path of a readiness probe to add where a container has none",
 			Default: "none",
 		},
-		Proof: celProbePath, set: setProbePath(readinessPath)},
+		Proof: celProbePath, set: setProbePath(func(s *Settings) *string { return &s.ReadinessPath })},
 	{Name: AnnotationLivenessPath, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
 		Doc: &KeyDoc{
 			Meaning: "HTTP path of a liveness probe to add where a treated container has none: `initialDelaySeconds: 10`, `periodSeconds: 10`, `failureThreshold: 3`; keep it independent of draining",
 			Summary: "HTTP path of a liveness probe to add where a container has none",
 			Default: "none",
 		},
-		Proof: celProbePath, set: setProbePath(livenessPath)},
+		Proof: celProbePath, set: setProbePath(func(s *Settings) *string { return &s.LivenessPath })},
 	{Name: AnnotationProbePort, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
 		Doc: &KeyDoc{
 			Meaning: "port to probe: a number (1-65535) or a port name declared by the container",

@@ -172,9 +172,9 @@ type Settings struct {
 	maxGrace time.Duration
 	ceilings []budget.Ceiling
 	profiles []budget.Profile
-	// workBounds are where max-work: auto's floor and ceiling were set
-	// (a zero at: their default).
-	workBounds [2]at
+	// floorAt and ceilingAt are where max-work: auto's floor and ceiling
+	// were set (a zero at: their default).
+	floorAt, ceilingAt at
 	// nsProfile and podProfile are the routing profiles the namespace and
 	// the Pod name, when found.
 	nsProfile, podProfile *budget.Profile
@@ -246,8 +246,7 @@ func resolve(podAnn map[string]string, ns Namespace, opts Options, p paths) (Set
 		}
 	}
 	if s.AutoWork && s.WorkFloor > s.WorkCeiling {
-		bad = append(bad, floorOverCeiling(s.WorkFloor, s.WorkCeiling, s.workBounds[floorBound].path, s.workBounds[floorBound].reason,
-			s.workBounds[ceilingBound].path, s.workBounds[ceilingBound].reason))
+		bad = append(bad, floorOverCeiling(s.WorkFloor, s.WorkCeiling, s.floorAt.path, s.floorAt.reason, s.ceilingAt.path, s.ceilingAt.reason))
 	}
 	return s, bad
 }
@@ -314,26 +313,17 @@ func setMaxWork(s *Settings, v string, a at) *Finding {
 	return f
 }
 
-// The bounds of max-work: auto.
-const (
-	floorBound = iota
-	ceilingBound
-)
-
-// setWorkBound sets a bound of max-work: auto, and remembers where, for
-// the finding when the floor passes the ceiling.
-func setWorkBound(i int) setter {
+// setWorkBound sets a bound of max-work: auto (bound returns it and where
+// it was set), and remembers where, for the finding when the floor passes
+// the ceiling.
+func setWorkBound(bound func(*Settings) (*time.Duration, *at)) setter {
 	return func(s *Settings, v string, a at) *Finding {
 		d, f := parseDuration(v, a.path, a.reason)
 		if f != nil {
 			return f
 		}
-		if i == floorBound {
-			s.WorkFloor = d
-		} else {
-			s.WorkCeiling = d
-		}
-		s.workBounds[i] = a
+		dst, where := bound(s)
+		*dst, *where = d, a
 		return nil
 	}
 }
@@ -347,23 +337,14 @@ func setPreStopHandler(s *Settings, v string, a at) *Finding {
 	return nil
 }
 
-// The probe paths.
-const (
-	readinessPath = iota
-	livenessPath
-)
-
-func setProbePath(i int) setter {
+// setProbePath sets the probe path path returns.
+func setProbePath(path func(*Settings) *string) setter {
 	return func(s *Settings, v string, a at) *Finding {
 		if !validProbePath(v) {
 			return &Finding{a.reason, field.Invalid(a.path, clip(v), fmt.Sprintf(
 				"must be an HTTP path starting with /, of printable ASCII without spaces, at most %d characters, e.g. /readyz", MaxProbePathLength))}
 		}
-		if i == readinessPath {
-			s.ReadinessPath = v
-		} else {
-			s.LivenessPath = v
-		}
+		*path(s) = v
 		return nil
 	}
 }
