@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -31,7 +32,7 @@ func TestDrainClosesTheListenerAndFinishesInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
+	var out syncBuffer
 	d := &drainer{log: &logger{enc: json.NewEncoder(&out)}, inbound: in}
 	front := &http.Server{Handler: d.relay(d.upstream(up))}
 	go func() { _ = front.Serve(in) }()
@@ -88,9 +89,35 @@ func TestDrainClosesTheListenerAndFinishesInFlight(t *testing.T) {
 	if r.StatusCode != http.StatusOK || string(b) != "ok" || !r.Close {
 		t.Fatalf("the request in flight: %d %q, Connection: close %v; want 200 \"ok\" with Connection: close", r.StatusCode, b, r.Close)
 	}
-	if !strings.Contains(out.String(), `"event":"drain"`) || !strings.Contains(out.String(), `"event":"listener_closed"`) {
-		t.Fatalf("the log lacks drain or listener_closed:\n%s", out.String())
+	// The listener is closed before its event is written: wait for the line.
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		log := out.String()
+		if strings.Contains(log, `"event":"drain"`) && strings.Contains(log, `"event":"listener_closed"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the log lacks drain or listener_closed 2 s after the listener closed:\n%s", log)
+		}
 	}
+}
+
+// syncBuffer is a bytes.Buffer the drainer's goroutines write while the
+// test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func TestStatusPortAcceptsOnlyPOST(t *testing.T) {
