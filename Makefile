@@ -33,19 +33,29 @@ fmt: ## Format the code.
 vet: chart-docs-check generate-check ## Check formatting, go vet, nothing unreachable in pkg/ and cmd/ (deadcode), and that the chart README, the CRD and the deep-copy code are generated.
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) -C test vet ./...
+	$(GO) -C hack vet ./...
 	cd hack/cert-manager && GOWORK=off $(GO) vet ./...
 	$(MAKE) --no-print-directory deadcode
 
 DEADCODE_VERSION ?= v0.41.0
+DEADCODE := $(BIN)/tools/deadcode-$(DEADCODE_VERSION)/deadcode
+$(DEADCODE):
+	GOBIN=$(dir $@) GOWORK=off GOFLAGS= $(GO) install golang.org/x/tools/cmd/deadcode@$(DEADCODE_VERSION)
+
 .PHONY: deadcode
-deadcode: ## Fail if anything in pkg/ or cmd/ is unreachable from the programs (cmd/, hack/, test/bench): test seams belong in export_test.go.
-	@out=$$($(GO) run golang.org/x/tools/cmd/deadcode@$(DEADCODE_VERSION) ./...) || exit 1; \
+deadcode: $(DEADCODE) ## Fail if anything in pkg/ or cmd/ is unreachable from the programs (cmd/, hack/, test/): test seams belong in export_test.go.
+	@# The three modules (product, test/, hack/) in one throw-away workspace, so that the lab's programs count as callers.
+	@work=$$(mktemp -d) && trap 'rm -rf "$$work"' EXIT && \
+	printf 'go $(shell $(GO) mod edit -json | sed -n 's/.*"Go": "\(.*\)".*/\1/p')\n\nuse (\n\t$(CURDIR)\n\t$(CURDIR)/test\n\t$(CURDIR)/hack\n)\n' > "$$work/go.work" && \
+	out=$$(GOWORK="$$work/go.work" $(DEADCODE) github.com/graceguard/graceguard/...) || exit 1; \
 	dead=$$(printf '%s\n' "$$out" | grep -E '^(pkg|cmd)/' || true); \
 	if [ -n "$$dead" ]; then echo "unreachable in pkg/ or cmd/ (delete it, or move a test seam to export_test.go):"; echo "$$dead"; exit 1; fi
 
 .PHONY: golden
 golden: ## Regenerate golden files after an intended change (review the diff!); make generate writes the generated docs.
-	UPDATE_GOLDEN=1 $(GO) test ./pkg/mutate/ ./pkg/cli/ ./pkg/manifest/ ./internal/chart/
+	UPDATE_GOLDEN=1 $(GO) test ./pkg/mutate/ ./pkg/cli/ ./pkg/manifest/
+	UPDATE_GOLDEN=1 $(GO) -C test test ./harness/chart/
 
 .PHONY: generate
 generate: ## Regenerate what derives from Go: deep-copy code and CRD (controller-gen, pinned), the chart's profile table and proof whitelist (_generated.tpl), the tables of README and docs/.
@@ -57,17 +67,19 @@ generate-check: ## Fail if anything make generate writes is stale.
 
 .PHONY: manifests
 manifests: ## Regenerate config/install.yaml (the chart's defaults, for kubectl apply -k config/).
-	UPDATE_GOLDEN=1 $(GO) test ./internal/chart/ -run TestInstallManifestIsCurrent
+	UPDATE_GOLDEN=1 $(GO) -C test test ./harness/chart/ -run TestInstallManifestIsCurrent
 
 ##@ Testing
 
 .PHONY: demo
 demo: ## Run graceguard on a real kube-apiserver + etcd built on this machine, apply examples/, show the results.
-	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) run ./hack/demo $(DEMO_ARGS)
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) -C hack run ./demo $(DEMO_ARGS)
 
 .PHONY: test
 test: vet ## Run every test: unit, golden, handler, CLI, chart, envtest (real kube-apiserver, and cert-manager mode with cert-manager), fuzz seeds, the mesh oracle and the alert rules (promtool).
-	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" CERT_MANAGER_ASSETS="$$(hack/cert-manager-assets.sh)" $(GO) test ./...
+	$(GO) test ./...
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" CERT_MANAGER_ASSETS="$$(hack/cert-manager-assets.sh)" $(GO) -C test test ./...
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) -C hack test ./...
 	$(MAKE) --no-print-directory test-meshes
 	$(MAKE) --no-print-directory test-alerts
 
@@ -87,7 +99,7 @@ generate-standins: ## Regenerate internal/meshtest/testdata (what the real Istio
 
 .PHONY: bench
 bench: ## Benchmark engine and handlers, the webhook under TLS load next to a no-op baseline, Pod creation through a real kube-apiserver, and the shutdown observer at 10,000 Pods; writes docs/benchmarks.{md,json,-latency.svg}.
-	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) run ./test/bench/cmd/bench $(BENCH_ARGS)
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) -C test run ./bench/cmd/bench $(BENCH_ARGS)
 
 .PHONY: fuzz
 fuzz: ## Fuzz the parsers, the mutation invariants (and their independence of the mesh injector's order), the webhook's review decode and its bounded reader, the handlers' answer bounds, the proof that skips the Pod validating call and the plugin's text-preserving output (FUZZTIME each, default 30s).
@@ -101,14 +113,14 @@ fuzz: ## Fuzz the parsers, the mutation invariants (and their independence of th
 	$(GO) test ./pkg/webhook -run '^$$' -fuzz FuzzWorkloadReaderReadsLikeThePodReader -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/webhook -run '^$$' -fuzz FuzzReviewDecodeLikeControllerRuntime -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/webhook -run '^$$' -fuzz FuzzHandlers -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/chart -run '^$$' -fuzz FuzzProvenPodsPassValidation -fuzztime $(FUZZTIME)
+	$(GO) -C test test ./harness/chart -run '^$$' -fuzz FuzzProvenPodsPassValidation -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/manifest -run '^$$' -fuzz FuzzRender -fuzztime $(FUZZTIME) -fuzzminimizetime 0
 
 .PHONY: security-report
 security-report: build ## Send the adversarial corpus through the handlers, then every attack class to bin/webhook in a memory cgroup at the chart's limit beside a real kube-apiserver (root, cgroup v1); write both tables into docs/security.md. GRACEGUARD_REPORT_ROUNDS, _CLASS_SECONDS and _CLASSES (a regexp) shorten it.
 	GRACEGUARD_SECURITY_REPORT=$(CURDIR)/docs/security.md $(GO) test ./pkg/webhook -run '^TestAdversarialCorpus$$' -count=1
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" GRACEGUARD_BINARY_REPORT=$(CURDIR)/docs/security.md GRACEGUARD_WEBHOOK_BINARY=$(BIN)/webhook \
-		$(GO) test ./test/security -run '^TestBinaryUnderTheChartsMemoryLimit$$' -count=1 -v -timeout 4h
+		$(GO) -C test test ./security -run '^TestBinaryUnderTheChartsMemoryLimit$$' -count=1 -v -timeout 4h
 
 .PHONY: conns-report
 conns-report: ## Flood a real webhook server with each kind of hostile connection, uncapped and capped, and write what it held (heap, stack, RSS per connection) into docs/security.md.
@@ -136,15 +148,15 @@ chart-docs-check: ## Fail if charts/graceguard/README.md is stale.
 
 .PHONY: cluster-up
 cluster-up: ## Start the local single-node cluster; prints the kubeconfig path.
-	$(GO) run ./hack/cluster up
+	$(GO) -C hack run ./cluster up
 
 .PHONY: cluster-down
 cluster-down: ## Stop the local cluster and clean up everything it made (idempotent).
-	$(GO) run ./hack/cluster down
+	$(GO) -C hack run ./cluster down
 
 .PHONY: cluster-status
 cluster-status: ## Show the local cluster's processes and whether the node is Ready.
-	$(GO) run ./hack/cluster status
+	$(GO) -C hack run ./cluster status
 
 .PHONY: e2e
 e2e: ## End-to-end on the real node: cluster up, Helm install, seed lab, rollouts under load, teardown even on failure (root; ~10 min warm, ~30 min cold). E2E_ARGS=-focus ... -keep
@@ -152,7 +164,7 @@ e2e: ## End-to-end on the real node: cluster up, Helm install, seed lab, rollout
 
 .PHONY: test-cluster
 test-cluster: ## Smoke-test the local cluster harness (root; ~30 s warm, ~5 min cold).
-	$(GO) test -tags e2e ./internal/testcluster/ -v -timeout 30m
+	$(GO) -C test test -tags e2e ./harness/testcluster/ -v -timeout 30m
 
 ##@ Packaging
 
@@ -163,15 +175,15 @@ $(CYCLONEDX_GOMOD):
 
 .PHONY: dist
 dist: $(CYCLONEDX_GOMOD) ## Release artifacts into dist/: plugin and webhook for linux/darwin (amd64, arm64) and windows/amd64 as archives, checksums, krew manifest, multi-arch OCI image (no Docker), the packaged chart, CycloneDX SBOMs, signatures.
-	$(GO) run ./hack/dist -version $(VERSION) -out dist -cyclonedx-gomod $(CYCLONEDX_GOMOD)
+	$(GO) -C hack run ./dist -version $(VERSION) -out dist -cyclonedx-gomod $(CYCLONEDX_GOMOD)
 
 .PHONY: dist-check
 dist-check: ## Check dist/: checksums, each binary's platform and version, krew's own validation and install of every platform, image-oci reproduces the release image, SBOMs, signatures (and a flipped byte fails them), chart and image pushed to a local OCI registry and pulled back.
-	$(GO) test -tags dist ./test/dist/ -count=1 -v
+	$(GO) -C test test -tags dist ./dist/ -count=1 -v
 
 .PHONY: image-oci
 image-oci: ## Build the webhook's multi-arch (linux/amd64, linux/arm64) OCI image without Docker into dist/image/ (what make e2e installs).
-	$(GO) run ./hack/dist -version $(VERSION) -image-only -out dist/image
+	$(GO) -C hack run ./dist -version $(VERSION) -image-only -out dist/image
 
 .PHONY: image
 image: ## Build the same image from the Dockerfile with a Docker engine (none on the dev VMs; make image-oci needs none).

@@ -4,7 +4,7 @@
 # Builds the runner (test/e2e/cmd/e2e) and execs it, so that Ctrl-C and
 # SIGTERM reach it directly: it brings the cluster up (building and caching
 # Kubernetes, containerd and the images under bin/ on first use), runs
-# `go test -tags e2e ./test/e2e/`, always tears the cluster down, and renders
+# `go -C test test -tags e2e ./e2e/`, always tears the cluster down, and renders
 # the evidence into bin/e2e/<timestamp>/ and, for a passing run, docs/e2e.md.
 # graceguard runs from its release image: `make image-oci` (the same build as
 # `make dist`'s image, digest for digest) into dist/image/, imported into
@@ -17,5 +17,5 @@ cd "$(dirname "$0")/.."
 mkdir -p bin
 make --no-print-directory image-oci
 export GG_E2E_IMAGE="${PWD}/dist/image/image.json"
-go build -o bin/e2e-runner ./test/e2e/cmd/e2e
+go -C test build -o ../bin/e2e-runner ./e2e/cmd/e2e
 exec bin/e2e-runner "$@"

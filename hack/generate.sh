@@ -27,7 +27,7 @@ generate() { # $1: output root (a copy of the repo's generated paths)
 
 if [[ "${1:-}" == "--check" ]]; then
   stale=0
-  "$GO" run ./hack/generate -check || stale=1
+  "$GO" -C hack run ./generate -check || stale=1
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
   generate "$tmp"
@@ -41,4 +41,4 @@ if [[ "${1:-}" == "--check" ]]; then
 fi
 
 generate .
-"$GO" run ./hack/generate
+"$GO" -C hack run ./generate

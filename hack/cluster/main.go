@@ -1,15 +1,15 @@
 // Command cluster runs graceguard's local single-node test cluster (real
 // etcd, kube-apiserver, kube-controller-manager, containerd and kubelet on
 // this Linux machine, as root; no Docker). It is a thin CLI over the
-// internal/testcluster package, which the e2e suites call directly.
+// test/harness/testcluster package, which the e2e suites call directly.
 //
-//	go run ./hack/cluster up            # build/cache what is missing, start, wait for Ready;
+//	go -C hack run ./cluster up            # build/cache what is missing, start, wait for Ready;
 //	                                    # prints the admin kubeconfig path on stdout
-//	go run ./hack/cluster status        # processes, Node readiness (exit 1 unless running)
-//	go run ./hack/cluster kubeconfig    # the admin kubeconfig path (exit 1 if none)
-//	go run ./hack/cluster image -pkg ./test/images/hello -name registry.local/hello:dev [-import]
-//	go run ./hack/cluster import ARCHIVE...   # into the running cluster (CRI namespace k8s.io)
-//	go run ./hack/cluster down          # stop everything and clean the machine (idempotent)
+//	go -C hack run ./cluster status        # processes, Node readiness (exit 1 unless running)
+//	go -C hack run ./cluster kubeconfig    # the admin kubeconfig path (exit 1 if none)
+//	go -C hack run ./cluster image -pkg ./test/images/hello -name registry.local/hello:dev [-import]
+//	go -C hack run ./cluster import ARCHIVE...   # into the running cluster (CRI namespace k8s.io)
+//	go -C hack run ./cluster down          # stop everything and clean the machine (idempotent)
 //
 // Flags common to all: -dir (default $GG_CLUSTER_DIR, else bin/cluster).
 package main
@@ -27,11 +27,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/graceguard/graceguard/internal/ocipack"
-	"github.com/graceguard/graceguard/internal/testcluster"
+	"github.com/graceguard/graceguard/hack/internal/repo"
+	"github.com/graceguard/graceguard/test/harness/ocipack"
+	"github.com/graceguard/graceguard/test/harness/testcluster"
 )
 
-const usage = `usage: go run ./hack/cluster COMMAND [flags]
+const usage = `usage: go -C hack run ./cluster COMMAND [flags]
 
 Commands:
   up          build or reuse the binaries, start the cluster (or the parts not
@@ -44,10 +45,14 @@ Commands:
               import it into the running cluster)
   import      import OCI/Docker image archives into the running cluster
 
-Run "go run ./hack/cluster COMMAND -h" for a command's flags.
+Run "go -C hack run ./cluster COMMAND -h" for a command's flags.
 `
 
 func main() {
+	if err := repo.Chdir(); err != nil {
+		fmt.Fprintln(os.Stderr, "cluster:", err)
+		os.Exit(2)
+	}
 	log.SetFlags(log.Ltime | log.Lmicroseconds)
 	log.SetPrefix("cluster: ")
 	if len(os.Args) < 2 {

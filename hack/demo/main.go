@@ -35,13 +35,18 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
-	"github.com/graceguard/graceguard/internal/testcluster"
+	"github.com/graceguard/graceguard/hack/internal/repo"
 	"github.com/graceguard/graceguard/pkg/cli"
 	"github.com/graceguard/graceguard/pkg/manifest"
 	"github.com/graceguard/graceguard/pkg/mutate"
+	"github.com/graceguard/graceguard/test/harness/testcluster"
 )
 
 func main() {
+	if err := repo.Chdir(); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(2)
+	}
 	examples := flag.String("examples", "examples", "directory of example workloads to apply")
 	wait := flag.Bool("wait", false, "keep the control plane running after the demo (Ctrl-C to stop) and write a kubeconfig for kubectl")
 	flag.Parse()

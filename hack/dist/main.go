@@ -7,7 +7,7 @@
 // archive and for the image, and the checksums and image.json signed by a
 // throwaway OpenPGP key whose public half is shipped. With -image-only it makes just the image (make image-oci, make e2e).
 //
-//	go run ./hack/dist -version v0.3.1 [-out dist] [-base-url URL] [-cyclonedx-gomod PATH | -image-only]
+//	go -C hack run ./dist -version v0.3.1 [-out dist] [-base-url URL] [-cyclonedx-gomod PATH | -image-only]
 package main
 
 import (
@@ -23,11 +23,16 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/graceguard/graceguard/internal/release"
+	"github.com/graceguard/graceguard/hack/internal/repo"
 	"github.com/graceguard/graceguard/internal/version"
+	"github.com/graceguard/graceguard/test/harness/release"
 )
 
 func main() {
+	if err := repo.Chdir(); err != nil {
+		fmt.Fprintln(os.Stderr, "dist:", err)
+		os.Exit(2)
+	}
 	ver := flag.String("version", "", "release version, vX.Y.Z[-PRE][+BUILD] (make passes hack/version.sh's)")
 	out := flag.String("out", "dist", "output directory (emptied first)")
 	baseURL := flag.String("base-url", "", "where the archives will be downloaded from, for the krew manifest (default "+release.DefaultBaseURL("<version>")+")")

@@ -6,7 +6,7 @@
 // nothing and fails naming each stale file (make generate-check, in make
 // vet).
 //
-//	go run ./hack/generate [-check] [-root .]
+//	go -C hack run ./generate [-check] [-root .]
 package main
 
 import (
@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/graceguard/graceguard/hack/internal/repo"
 	"github.com/graceguard/graceguard/pkg/budget"
 	"github.com/graceguard/graceguard/pkg/flags"
 	"github.com/graceguard/graceguard/pkg/mutate"
@@ -34,6 +35,10 @@ type output struct {
 }
 
 func main() {
+	if err := repo.Chdir(); err != nil {
+		fmt.Fprintln(os.Stderr, "generate:", err)
+		os.Exit(2)
+	}
 	check := flag.Bool("check", false, "write nothing; fail if a generated file is stale")
 	root := flag.String("root", ".", "the repository's root")
 	flag.Parse()

@@ -49,7 +49,7 @@ type Key struct {
 	// Pod's budget record, . the chart's root), as Helm template text; ""
 	// leaves such Pods to the validating webhook. make generate writes the
 	// proof's whitelist from it (charts/graceguard/templates/_generated.tpl);
-	// internal/chart's proof tests hold it to Validate.
+	// test/harness/chart's proof tests hold it to Validate.
 	Proof string
 	// Term is the budget term the key sets, if any.
 	Term budget.Term

@@ -19,9 +19,9 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
-	"github.com/graceguard/graceguard/internal/chart"
 	"github.com/graceguard/graceguard/internal/fixture"
 	"github.com/graceguard/graceguard/pkg/mutate"
+	"github.com/graceguard/graceguard/test/harness/chart"
 )
 
 // The arms of the Pod creation phase: ways the same typical Pods are

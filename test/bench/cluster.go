@@ -20,12 +20,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/graceguard/graceguard/internal/chart"
 	"github.com/graceguard/graceguard/internal/fixture"
 	"github.com/graceguard/graceguard/internal/freeport"
-	"github.com/graceguard/graceguard/internal/testcluster"
 	"github.com/graceguard/graceguard/pkg/mutate"
 	"github.com/graceguard/graceguard/pkg/webhook"
+	"github.com/graceguard/graceguard/test/harness/chart"
+	"github.com/graceguard/graceguard/test/harness/testcluster"
 )
 
 // releaseNamespace is graceguard's own namespace in the rendered chart.
@@ -34,9 +34,10 @@ const releaseNamespace = "graceguard-system"
 // binaries builds cmd/webhook as `make build` does, and the no-op baseline.
 func buildBinaries(ctx context.Context, root, dir string, log io.Writer) (webhookBin, noopBin string, err error) {
 	webhookBin, noopBin = filepath.Join(dir, "webhook"), filepath.Join(dir, "noop")
-	for _, b := range []struct{ out, pkg string }{{webhookBin, "./cmd/webhook"}, {noopBin, "./test/bench/noop"}} {
+	// Each in its own module: the webhook in the product's, the baseline in the lab's.
+	for _, b := range []struct{ out, dir, pkg string }{{webhookBin, root, "./cmd/webhook"}, {noopBin, filepath.Join(root, "test"), "./bench/noop"}} {
 		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", b.out, b.pkg)
-		cmd.Dir = root
+		cmd.Dir = b.dir
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		cmd.Stdout, cmd.Stderr = log, log
 		fmt.Fprintf(log, "$ CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o %s %s\n", b.out, b.pkg)

@@ -12,7 +12,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/graceguard/graceguard/internal/testcluster"
+	"github.com/graceguard/graceguard/test/harness/testcluster"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 )
 

@@ -28,8 +28,8 @@ import (
 
 	"github.com/graceguard/graceguard/internal/fixture"
 	"github.com/graceguard/graceguard/internal/freeport"
-	"github.com/graceguard/graceguard/internal/testcluster"
 	"github.com/graceguard/graceguard/pkg/mutate"
+	"github.com/graceguard/graceguard/test/harness/testcluster"
 )
 
 // Namespaces of the observer phase.
@@ -52,8 +52,8 @@ func (r *Results) observerPhase(ctx context.Context, o Options, c *cluster, webh
 		FlushSeconds: obsFlush.Seconds(), Clients: o.ObserverClients}
 	r.Observer = run
 	podcacheBin := filepath.Join(dir, "podcache")
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", podcacheBin, "./test/bench/podcache")
-	build.Dir, build.Env = o.Root, append(os.Environ(), "CGO_ENABLED=0")
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", podcacheBin, "./bench/podcache")
+	build.Dir, build.Env = filepath.Join(o.Root, "test"), append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("building test/bench/podcache: %v\n%s", err, out)
 	}

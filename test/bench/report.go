@@ -212,7 +212,7 @@ func (r *Results) Markdown() string {
 	p("")
 	p("```sh")
 	p("make bench                      # everything, writes docs/benchmarks.{md,json} and docs/benchmarks-latency.svg")
-	p("go run ./test/bench/cmd/bench -h  # the knobs: rates, durations, Pods, namespace levels, -wait-load")
+	p("go -C test run ./bench/cmd/bench -h  # the knobs: rates, durations, Pods, namespace levels, -wait-load")
 	p("```")
 	p("")
 	p("`make bench` needs kube-apiserver and etcd (`hack/envtest-assets.sh` provides them, as for `make test`), loopback")
@@ -658,7 +658,7 @@ func (r *Results) mdObserver(p func(string, ...any)) {
 		}
 		p("")
 	}
-	p("Only this phase, into a directory of its own: `go run ./test/bench/cmd/bench -skip go,load,create,namespaces -out bin/bench-observer`")
+	p("Only this phase, into a directory of its own: `go -C test run ./bench/cmd/bench -skip go,load,create,namespaces -out bin/bench-observer`")
 	p("(with `KUBEBUILDER_ASSETS=$(hack/envtest-assets.sh)`).")
 	p("")
 }

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/graceguard/graceguard/internal/fixture"
-	"github.com/graceguard/graceguard/internal/testcluster"
 	"github.com/graceguard/graceguard/pkg/webhook"
+	"github.com/graceguard/graceguard/test/harness/testcluster"
 )
 
 // Options configure a run; cmd/bench binds them to flags.

@@ -31,10 +31,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
-	"github.com/graceguard/graceguard/internal/chart"
 	"github.com/graceguard/graceguard/internal/freeport"
-	"github.com/graceguard/graceguard/internal/testcluster"
 	"github.com/graceguard/graceguard/pkg/mutate"
+	"github.com/graceguard/graceguard/test/harness/chart"
+	"github.com/graceguard/graceguard/test/harness/testcluster"
 )
 
 const (

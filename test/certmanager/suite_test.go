@@ -29,7 +29,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/graceguard/graceguard/internal/testcluster"
+	"github.com/graceguard/graceguard/test/harness/testcluster"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gexec"

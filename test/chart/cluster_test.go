@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/graceguard/graceguard/internal/testcluster"
+	"github.com/graceguard/graceguard/test/harness/testcluster"
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"helm.sh/helm/v4/pkg/kube"

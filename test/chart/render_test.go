@@ -337,7 +337,7 @@ func TestWebhooksOnlyReachOptedInNamespacesAndNeverGraceguardItself(t *testing.T
 		return l
 	}
 	// The Pod validating webhooks split opted-in namespaces by mode
-	// (internal/chart's TestModeSelectorsPartitionNamespaces): the warn one
+	// (test/harness/chart's TestModeSelectorsPartitionNamespaces): the warn one
 	// is tried on namespaces in warn mode.
 	inWarnMode := func(l labels.Set) labels.Set {
 		w := labels.Set{"graceguard.io/mode": "warn"}

@@ -24,7 +24,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/graceguard/graceguard/internal/release"
+	"github.com/graceguard/graceguard/test/harness/release"
 )
 
 // krewVersion is sigs.k8s.io/krew's latest version on the Go module proxy.
@@ -275,8 +275,8 @@ func TestImageOCIReproducesTheReleaseImage(t *testing.T) {
 	}
 
 	out := filepath.Join(t.TempDir(), "image")
-	cmd := exec.Command("go", "run", "./hack/dist", "-version", ver, "-image-only", "-out", out)
-	cmd.Dir = repoRoot
+	cmd := exec.Command("go", "run", "./dist", "-version", ver, "-image-only", "-out", out)
+	cmd.Dir = filepath.Join(repoRoot, "hack") // hack/dist's own module; it works from the repository root
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("hack/dist -image-only: %v\n%s", err, b)
 	}

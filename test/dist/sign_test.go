@@ -19,7 +19,7 @@ import (
 	"helm.sh/helm/v4/pkg/provenance"
 	helmregistry "helm.sh/helm/v4/pkg/registry"
 
-	"github.com/graceguard/graceguard/internal/release"
+	"github.com/graceguard/graceguard/test/harness/release"
 )
 
 func readFile(t *testing.T, path string) []byte {

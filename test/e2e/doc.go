@@ -1,11 +1,11 @@
 // Package e2e is graceguard's end-to-end suite on a real single-node
-// cluster (internal/testcluster: kubelet, containerd, runc, bridge CNI,
+// cluster (test/harness/testcluster: kubelet, containerd, runc, bridge CNI,
 // kube-apiserver, kube-controller-manager, kube-scheduler on this machine).
 // The specs are behind the build tag e2e, so `go test ./...` does not
 // compile them; run them with
 //
 //	make e2e                                            # cluster up, suite, docs, cluster down
-//	go test -tags e2e ./test/e2e/ -v -timeout 60m       # against `go run ./hack/cluster up`
+//	go -C test test -tags e2e ./e2e/ -v -timeout 60m       # against `go -C hack run ./cluster up`
 //
 // It installs graceguard with its own Helm chart and a locally built image,
 // then runs the shutdown lab the project grew from and its control arm, a

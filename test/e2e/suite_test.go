@@ -24,10 +24,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/graceguard/graceguard/internal/ocipack"
-	"github.com/graceguard/graceguard/internal/release"
-	"github.com/graceguard/graceguard/internal/testcluster"
 	"github.com/graceguard/graceguard/test/e2e/evidence"
+	"github.com/graceguard/graceguard/test/harness/ocipack"
+	"github.com/graceguard/graceguard/test/harness/release"
+	"github.com/graceguard/graceguard/test/harness/testcluster"
 )
 
 // Images imported into the node's containerd: the webhook's is the release

@@ -20,8 +20,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/graceguard/graceguard/internal/chart"
 	"github.com/graceguard/graceguard/internal/freeport"
+	"github.com/graceguard/graceguard/test/harness/chart"
 )
 
 var _ = Describe("self-managed certificates", func() {

@@ -16,8 +16,8 @@ import (
 	"github.com/onsi/gomega/gexec"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/graceguard/graceguard/internal/chart"
 	"github.com/graceguard/graceguard/pkg/mutate"
+	"github.com/graceguard/graceguard/test/harness/chart"
 )
 
 // serviceProxy stands in for a Service and kube-proxy in front of the

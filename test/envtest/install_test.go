@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/graceguard/graceguard/internal/chart"
+	"github.com/graceguard/graceguard/test/harness/chart"
 )
 
 var _ = Describe("a real helm install", Ordered, func() {

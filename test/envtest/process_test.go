@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/graceguard/graceguard/internal/testcluster"
+	"github.com/graceguard/graceguard/test/harness/testcluster"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gexec"

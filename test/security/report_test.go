@@ -20,10 +20,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/graceguard/graceguard/internal/chart"
 	"github.com/graceguard/graceguard/internal/flood"
 	"github.com/graceguard/graceguard/internal/freeport"
-	"github.com/graceguard/graceguard/internal/testcluster"
+	"github.com/graceguard/graceguard/test/harness/chart"
+	"github.com/graceguard/graceguard/test/harness/testcluster"
 )
 
 // The report's settings: the file to write the table into (unset: the

@@ -311,7 +311,7 @@ longest graceguard accepts, a probe path; the record 256, more than
 the longest graceguard writes (132); container names 63; a stop signal 7; the
 words of an exec hook 256 and 6), so its cost is the same for a value of 256
 KiB as for one of 257 bytes. docs/admission.md says why each part holds;
-internal/chart's TestProvenCondition and FuzzProvenPodsPassValidation hold it to
+test/harness/chart's TestProvenCondition and FuzzProvenPodsPassValidation hold it to
 pkg/mutate.Validate and TestProvenConditionCost its cost to the API
 server's limit.
 

@@ -100,9 +100,9 @@ func Markdown(r *Run, assets string) string {
 	fmt.Fprintf(&b, " Raw data: [%s](%s).\n\n", JSONName, ref(JSONName))
 
 	b.WriteString("Run it with `make e2e` (Linux, root, Go; builds and caches everything under `bin/`, starts a real\n" +
-		"node, runs `go test -tags e2e ./test/e2e/`, rewrites this page, and tears the node down, also on failure or Ctrl-C).\n" +
-		"Against a cluster you started yourself: `go run ./hack/cluster up`, then\n" +
-		"`go test -tags e2e ./test/e2e/ -v -timeout 60m` (evidence in `bin/e2e/<timestamp>/`).\n\n")
+		"node, runs `go -C test test -tags e2e ./e2e/`, rewrites this page, and tears the node down, also on failure or Ctrl-C).\n" +
+		"Against a cluster you started yourself: `go -C hack run ./cluster up`, then\n" +
+		"`go -C test test -tags e2e ./e2e/ -v -timeout 60m` (evidence in `bin/e2e/<timestamp>/`).\n\n")
 
 	b.WriteString("## Summary\n\n| scenario | result | measured |\n|---|---|---|\n")
 	for _, s := range r.scenarios() {

@@ -1,13 +1,14 @@
 // Command e2e is the runner behind `make e2e` (hack/e2e.sh): it starts the
-// local single-node cluster (internal/testcluster) while compiling the e2e suite,
+// local single-node cluster (test/harness/testcluster) while compiling the e2e suite,
 // runs the suite against it, tears the cluster down whatever happened
 // (failure, Ctrl-C, SIGTERM), and renders the run's evidence: into
 // bin/e2e/<timestamp>/ always, into docs/e2e.md and docs/e2e/ when the run
 // passed (-docs=always: also when it failed).
 //
-//	go run ./test/e2e/cmd/e2e [-focus REGEXP] [-keep] [-docs pass|always|never] [-timeout 60m]
+//	go -C test build -o ../bin/e2e-runner ./e2e/cmd/e2e
+//	bin/e2e-runner [-focus REGEXP] [-keep] [-docs pass|always|never] [-timeout 60m]
 //
-// It must run as root from the repository. Exit status: the suite's (0
+// It must run as root from the repository root. Exit status: the suite's (0
 // when every spec passed), 1 on a runner error, 130 when interrupted.
 package main
 
@@ -26,15 +27,15 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/graceguard/graceguard/internal/testcluster"
 	"github.com/graceguard/graceguard/test/e2e/evidence"
+	"github.com/graceguard/graceguard/test/harness/testcluster"
 )
 
 func main() {
 	log.SetFlags(log.Ltime)
 	log.SetPrefix("e2e: ")
 	focus := flag.String("focus", "", "run only the specs matching this regexp (ginkgo -focus); spec 0 (install) always runs")
-	keep := flag.Bool("keep", false, "leave the cluster running after the suite (tear it down with: go run ./hack/cluster down)")
+	keep := flag.Bool("keep", false, "leave the cluster running after the suite (tear it down with: go -C hack run ./cluster down)")
 	docs := flag.String("docs", "pass", "when to refresh docs/e2e.md and docs/e2e/: pass (only a passing run), always, never")
 	timeout := flag.Duration("timeout", 60*time.Minute, "bound on the suite (go test -timeout)")
 	flag.Parse()
@@ -73,7 +74,7 @@ func run(focus string, keep bool, docs string, timeout time.Duration) (code int)
 	// Tear down whatever happens from here on.
 	defer func() {
 		if keep {
-			log.Printf("-keep: the cluster stays up (go run ./hack/cluster down)")
+			log.Printf("-keep: the cluster stays up (go -C hack run ./cluster down)")
 		} else {
 			t := time.Now()
 			dctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -112,8 +113,8 @@ func run(focus string, keep bool, docs string, timeout time.Duration) (code int)
 	built := make(chan error, 1)
 	go func() {
 		t := time.Now()
-		cmd := exec.CommandContext(ctx, "go", "test", "-tags", "e2e", "-c", "-o", testBin, "./test/e2e/")
-		cmd.Dir = root
+		cmd := exec.CommandContext(ctx, "go", "test", "-tags", "e2e", "-c", "-o", testBin, "./e2e/")
+		cmd.Dir = filepath.Join(root, "test") // the lab's module
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		err := cmd.Run()
 		rn.Build = evidence.S(time.Since(t))

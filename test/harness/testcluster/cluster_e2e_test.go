@@ -4,7 +4,7 @@
 // root on Linux and takes a minute with warm caches (plus ~4 min the first
 // time, to build containerd). Run it with
 //
-//	go test -tags e2e ./internal/testcluster/ -v -timeout 30m
+//	go -C test test -tags e2e ./harness/testcluster/ -v -timeout 30m
 //
 // GG_E2E_KEEP=1 leaves the cluster running after a failure for inspection.
 package testcluster_test
@@ -30,8 +30,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/graceguard/graceguard/internal/ocipack"
-	"github.com/graceguard/graceguard/internal/testcluster"
+	"github.com/graceguard/graceguard/test/harness/ocipack"
+	"github.com/graceguard/graceguard/test/harness/testcluster"
 )
 
 const (
@@ -56,7 +56,7 @@ func TestClusterSmoke(t *testing.T) {
 			return
 		}
 		if t.Failed() && os.Getenv("GG_E2E_KEEP") == "1" {
-			t.Logf("GG_E2E_KEEP=1: leaving the cluster up; run go run ./hack/cluster down when done")
+			t.Logf("GG_E2E_KEEP=1: leaving the cluster up; run go -C hack run ./cluster down when done")
 			return
 		}
 		if err := testcluster.Down(context.Background(), opts); err != nil {

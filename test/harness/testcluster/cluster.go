@@ -174,7 +174,7 @@ func prepareDir(l layout) error {
 		}
 	}
 	return writeIfChanged(filepath.Join(l.dir, "go.mod"),
-		[]byte("// The test cluster's run directory (internal/testcluster): not Go code.\nmodule graceguard.local/cluster-run-dir\n"), 0o644)
+		[]byte("// The test cluster's run directory (test/harness/testcluster): not Go code.\nmodule graceguard.local/cluster-run-dir\n"), 0o644)
 }
 
 // ensureRunning keeps comp if it runs with the same identity, else
@@ -353,7 +353,7 @@ func (c *Cluster) ctr(ctx context.Context, args ...string) (string, error) {
 // ImportImage imports an OCI (or Docker) image archive into the CRI
 // namespace, so Pods can use it with imagePullPolicy: Never. The name comes
 // from the archive (io.containerd.image.name in index.json, see
-// internal/ocipack). Importing the same archive again is harmless.
+// test/harness/ocipack). Importing the same archive again is harmless.
 func (c *Cluster) ImportImage(ctx context.Context, archive string) error {
 	start := time.Now()
 	out, err := c.ctr(ctx, "images", "import", archive)

@@ -12,7 +12,7 @@ import (
 // config/install.yaml is generated from the chart; a stale copy would
 // install something the chart no longer ships.
 func TestInstallManifestIsCurrent(t *testing.T) {
-	const path = "../../config/install.yaml"
+	const path = "../../../config/install.yaml"
 	want, err := installManifest()
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +47,7 @@ func TestWebhooksAreParsedFromTheChart(t *testing.T) {
 
 // config/kustomization.yaml must keep pointing at the generated manifest.
 func TestKustomizationUsesTheGeneratedManifest(t *testing.T) {
-	k, err := os.ReadFile("../../config/kustomization.yaml")
+	k, err := os.ReadFile("../../../config/kustomization.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

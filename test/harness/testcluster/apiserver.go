@@ -26,11 +26,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/graceguard/graceguard/internal/chart"
 	"github.com/graceguard/graceguard/internal/freeport"
 	"github.com/graceguard/graceguard/pkg/config"
 	"github.com/graceguard/graceguard/pkg/mutate"
 	"github.com/graceguard/graceguard/pkg/server"
+	"github.com/graceguard/graceguard/test/harness/chart"
 )
 
 // APIServerOptions configure StartAPIServer.

@@ -14,7 +14,9 @@ import (
 // temporary directory behind.
 func TestAPIServerRunsGraceguardInProcessOrAsTheBinary(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "webhook")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/webhook").CombinedOutput(); err != nil {
+	build := exec.Command("go", "build", "-o", bin, "./cmd/webhook")
+	build.Dir = filepath.Join("..", "..", "..") // the product's module
+	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building cmd/webhook: %v\n%s", err, out)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -297,7 +297,7 @@ func layerTarball(files []layerFile) ([]byte, error) {
 
 // TarDir writes the files under root into a tarball at out, sorted (WalkDir
 // order) and with fixed timestamps: an OCI image layout as one archive,
-// the same bytes for the same files. The release image (internal/release)
+// the same bytes for the same files. The release image (test/harness/release)
 // is written with it too.
 func TarDir(root, out string) error {
 	f, err := os.Create(out)
@@ -356,10 +356,14 @@ func TarDir(root, out string) error {
 
 // GoBuild describes a static build of one main package.
 type GoBuild struct {
-	// Dir is where `go build` runs: a directory of the module that holds
-	// Package (the repository root for ./test/images/...).
+	// Dir is the directory a relative Package is relative to (the
+	// repository root for ./test/images/...), or, for an import path, a
+	// directory of the module that builds it.
 	Dir string
-	// Package is the main package, e.g. ./test/images/pause.
+	// Package is the main package, e.g. ./test/images/pause. A relative
+	// one is built in its own module (the nearest go.mod above it), as `cd
+	// test && go build ./images/pause` would: the lab's packages live in
+	// the test module, the product's in the root one.
 	Package string
 	// Output is the binary to write.
 	Output string
@@ -375,8 +379,12 @@ func BuildGo(ctx context.Context, b GoBuild) error {
 	if b.Package == "" || b.Output == "" {
 		return errors.New("ocipack: GoBuild needs Package and Output")
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", b.Output, b.Package)
-	cmd.Dir = b.Dir
+	dir, pkg, err := moduleOf(b.Dir, b.Package)
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", b.Output, pkg)
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
 	var out bytes.Buffer
 	cmd.Stdout = &out
@@ -389,6 +397,31 @@ func BuildGo(ctx context.Context, b GoBuild) error {
 		return fmt.Errorf("ocipack: go build %s: %w\n%s", b.Package, err, out.String())
 	}
 	return nil
+}
+
+// moduleOf returns where to run `go build` for pkg and the package as that
+// directory sees it: for a relative pkg, the nearest directory at or above
+// dir/pkg that holds a go.mod, and pkg relative to it.
+func moduleOf(dir, pkg string) (string, string, error) {
+	if !strings.HasPrefix(pkg, "./") && !strings.HasPrefix(pkg, "../") {
+		return dir, pkg, nil
+	}
+	abs, err := filepath.Abs(filepath.Join(dir, pkg))
+	if err != nil {
+		return "", "", err
+	}
+	for m := abs; ; m = filepath.Dir(m) {
+		if _, err := os.Stat(filepath.Join(m, "go.mod")); err == nil {
+			rel, err := filepath.Rel(m, abs)
+			if err != nil {
+				return "", "", err
+			}
+			return m, "./" + filepath.ToSlash(rel), nil
+		}
+		if filepath.Dir(m) == m {
+			return "", "", fmt.Errorf("ocipack: no go.mod at or above %s (package %s)", abs, pkg)
+		}
+	}
 }
 
 // GoImage is BuildGo then Write: Package becomes the image's only binary.

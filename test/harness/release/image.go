@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/graceguard/graceguard/internal/ocipack"
+	"github.com/graceguard/graceguard/test/harness/ocipack"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -72,7 +72,7 @@ type BaseFile struct {
 // BaseFiles are the base layer, distroless static (nonroot)'s contents that
 // a static Go server uses: users and groups (nonroot is 65532 with home
 // /home/nonroot), name resolution from files then DNS, the Mozilla CA
-// bundle (from golang.org/x/crypto/x509roots, pinned in go.mod), and /tmp.
+// bundle (from golang.org/x/crypto/x509roots, pinned in test/go.mod), and /tmp.
 // No shell and no other binary.
 func BaseFiles() []BaseFile {
 	dir := func(p string, mode int64, id int) BaseFile {

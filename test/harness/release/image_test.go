@@ -127,7 +127,7 @@ func checkDistrolessStatic(t *testing.T, what string, cf *v1.ConfigFile, hdrs ma
 // built here together: the Dockerfile's base, user, entrypoint, binary path
 // and build flags are the ones WriteImage and hack/dist use.
 func TestImageMatchesTheDockerfile(t *testing.T) {
-	df := parseDockerfile(t, filepath.Join("..", "..", "Dockerfile"))
+	df := parseDockerfile(t, filepath.Join("..", "..", "..", "Dockerfile"))
 	stages := df.stages
 	if len(stages) != 2 {
 		t.Fatalf("Dockerfile has %d stages, want build + final", len(stages))
@@ -151,7 +151,7 @@ func TestImageMatchesTheDockerfile(t *testing.T) {
 			t.Errorf("build RUN %q lacks %q (hack/dist builds so)", run, want)
 		}
 	}
-	gomod, err := os.ReadFile(filepath.Join("..", "..", "go.mod"))
+	gomod, err := os.ReadFile(filepath.Join("..", "..", "..", "go.mod"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func parseDockerfile(t *testing.T, path string) dockerfile {
 // appVersion, so it must be a release version in the form make dist tags
 // the image with.
 func TestChartInstallsAReleaseImageTag(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "charts", "graceguard", "Chart.yaml"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "charts", "graceguard", "Chart.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func TestChartInstallsAReleaseImageTag(t *testing.T) {
 	if !version.Valid(app) || ImageTag(app) != app {
 		t.Errorf("appVersion %q is not a release version (vX.Y.Z): the default image %s:%s would not be a release image", app, ImageRepository, app)
 	}
-	values, err := os.ReadFile(filepath.Join("..", "..", "charts", "graceguard", "values.yaml"))
+	values, err := os.ReadFile(filepath.Join("..", "..", "..", "charts", "graceguard", "values.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

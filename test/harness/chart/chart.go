@@ -29,7 +29,7 @@ const KubeVersion = "v1.37.2"
 // ChartDir is charts/graceguard in this repository.
 func ChartDir() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "charts", "graceguard")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "charts", "graceguard")
 }
 
 // Webhooks are the admission configurations the chart installs.

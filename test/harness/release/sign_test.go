@@ -47,7 +47,7 @@ func TestPackageChartMarksAReleaseCandidateAPrerelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path, err := PackageChart(filepath.Join("..", "..", "charts", "graceguard"), "v0.4.0-rc.1", t.TempDir(), key)
+	path, err := PackageChart(filepath.Join("..", "..", "..", "charts", "graceguard"), "v0.4.0-rc.1", t.TempDir(), key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestPackageChartSetsTheReleaseVersionAndSigns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path, err := PackageChart(filepath.Join("..", "..", "charts", "graceguard"), "v0.3.1", dir, key)
+	path, err := PackageChart(filepath.Join("..", "..", "..", "charts", "graceguard"), "v0.3.1", dir, key)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/graceguard/graceguard/internal/ocipack"
+	"github.com/graceguard/graceguard/test/harness/ocipack"
 )
 
 // readArchive returns every regular file of an archive by name.
@@ -302,5 +302,34 @@ func TestFilesLandBesideTheBinary(t *testing.T) {
 		if _, err := ocipack.Write(filepath.Join(dir, "bad.tar"), ocipack.Image{Name: "registry.local/app:v1", Binary: bin, Path: "/usr/local/bin/app", Files: []ocipack.File{bad}}); err == nil {
 			t.Errorf("Files %+v accepted", bad)
 		}
+	}
+}
+
+// A relative package is built in the module that holds it: the lab's test
+// images in test/go.mod's module, the product's commands in the root one.
+func TestRelativePackagesBuildInTheirOwnModule(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"cmd/webhook", "test/images/pause"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range []string{"go.mod", "test/go.mod"} {
+		if err := os.WriteFile(filepath.Join(root, m), []byte("module x\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct{ pkg, dir, rel string }{
+		{"./test/images/pause", filepath.Join(root, "test"), "./images/pause"},
+		{"./cmd/webhook", root, "./cmd/webhook"},
+		{"github.com/graceguard/graceguard/cmd/webhook", root, "github.com/graceguard/graceguard/cmd/webhook"},
+	} {
+		dir, rel, err := ocipack.ModuleOf(root, c.pkg)
+		if err != nil || dir != c.dir || rel != c.rel {
+			t.Errorf("moduleOf(%q) = %q, %q, %v; want %q, %q", c.pkg, dir, rel, err, c.dir, c.rel)
+		}
+	}
+	if _, _, err := ocipack.ModuleOf(filepath.Join(root, "..", filepath.Base(root)+"-none"), "./x"); err == nil {
+		t.Error("no go.mod above: want an error")
 	}
 }

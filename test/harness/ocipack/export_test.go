@@ -1,0 +1,4 @@
+package ocipack
+
+// ModuleOf is moduleOf, for the tests.
+var ModuleOf = moduleOf
