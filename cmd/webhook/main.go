@@ -1,5 +1,5 @@
 // Command webhook is graceguard's admission webhook server. It only wires:
-// flags into a validated config.Config, logging, a signal context, the API
+// flags (pkg/config) into a validated server.Config, logging, a signal context, the API
 // server connection and metrics registry, and server.Run. `webhook observe`
 // runs the shutdown observer instead (pkg/observer), from the same image.
 package main
@@ -63,7 +63,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}}.run(ctx, args[1:], stdout, stderr)
 	}
 	cfg := config.Default()
-	return command{name: "graceguard-webhook", what: "webhook", flags: cfg.Flags(), version: true,
+	return command{name: "graceguard-webhook", what: "webhook", flags: config.Flags(&cfg), version: true,
 		serve: func(ctx context.Context, rest *rest.Config) error {
 			return server.Run(ctx, cfg, rest, metrics.Registry)
 		}}.run(ctx, args, stdout, stderr)

@@ -96,7 +96,7 @@ const ProfileSpecForm = "NAME=ROUTING[,grace-floor=DURATION], e.g. corp-lb=45s o
 // ParseProfile reads an operator's profile, as given to --routing-profile:
 // "NAME=ROUTING" or "NAME=ROUTING,grace-floor=DURATION". Durations are what
 // ParseDuration accepts. Its Source is left to the caller, who knows where
-// the text came from (pkg/config: the flag).
+// the text came from (pkg/optionflags: the flag).
 func ParseProfile(spec string) (Profile, error) {
 	name, rest, ok := strings.Cut(strings.TrimSpace(spec), "=")
 	if !ok || rest == "" {

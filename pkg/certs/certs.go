@@ -67,7 +67,7 @@ func DefaultLifetimes() Lifetimes {
 }
 
 // Config names the Secret, the Service and the webhook configurations.
-// The webhook fills it from its flags (config.Config.Certs).
+// The webhook fills it from its flags (server.Config.Certs).
 type Config struct {
 	// Namespace holds the Secret and the Service, graceguard's own.
 	Namespace string
@@ -124,9 +124,9 @@ func (c Config) WithDefaults() Config {
 }
 
 // The rules Validate applies to Config's names and directory: the API
-// server's own rules for each object's name. The flags that fill them
-// (pkg/config) check them with these, so a configuration the flags accept
-// is one Validate accepts. Each says what is wrong with a value, and what
+// server's own rules for each object's name. The webhook's validation of
+// its flags (server.Config.Validate) checks them with these, so a
+// configuration the flags accept is one Validate accepts. Each says what is wrong with a value, and what
 // is accepted, or returns nil.
 var (
 	CheckNamespace            = nameRule(validation.IsDNS1123Label)

@@ -18,6 +18,7 @@ import (
 	"github.com/graceguard/graceguard/pkg/flags"
 	"github.com/graceguard/graceguard/pkg/manifest"
 	"github.com/graceguard/graceguard/pkg/mutate"
+	"github.com/graceguard/graceguard/pkg/optionflags"
 )
 
 // skipOwned: a workload whose Pod template is its controller's (a
@@ -54,7 +55,7 @@ audit needs get on the namespaces and list on those kinds. It changes nothing.
   kubectl graceguard audit -A --fail-on warning -o sarif > graceguard-audit.sarif`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := flags.ValidateOptions(in.opts); err != nil {
+			if err := in.opts.Validate(); err != nil {
 				return err
 			}
 			objs, err := audit(cmd, kube, in, all)
@@ -70,7 +71,7 @@ audit needs get on the namespaces and list on those kinds. It changes nothing.
 	fs.Var(flags.ChoiceValue(&in.mode, mutate.Modes...), "mode", "evaluate as if every namespace's "+mutate.LabelMode+" label were this: enforce or warn (default: each namespace's own, else --default-mode)")
 	fs.Var(annotationsValue{in.annotations}, "namespace-annotations",
 		"evaluate as if every namespace carried these graceguard defaults, over its own (repeatable), e.g. "+mutate.AnnotationMaxWork+"=1m")
-	flags.BindOptions(fs, &in.opts)
+	optionflags.Bind(fs, &in.opts)
 	rf = bindReportFlags(cmd)
 	return cmd
 }

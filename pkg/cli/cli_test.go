@@ -360,7 +360,7 @@ func TestFlagsTheTextsNameExist(t *testing.T) {
 	}
 	webhook := map[string]bool{}
 	cfg, obs := config.Default(), observer.Default()
-	for _, fl := range []flags.Flags{cfg.Flags(), config.ObserverFlags(&obs)} {
+	for _, fl := range []flags.Flags{config.Flags(&cfg), config.ObserverFlags(&obs)} {
 		fs := pflag.NewFlagSet("webhook", pflag.ContinueOnError)
 		fl.Bind(fs)
 		fs.VisitAll(func(f *pflag.Flag) { webhook[f.Name] = true })

@@ -13,6 +13,7 @@ import (
 
 	"github.com/graceguard/graceguard/pkg/flags"
 	"github.com/graceguard/graceguard/pkg/mutate"
+	"github.com/graceguard/graceguard/pkg/optionflags"
 )
 
 // inputFlags are the flags mutate, check and explain share: what to read
@@ -42,7 +43,7 @@ func bindInputFlags(cmd *cobra.Command) *inputFlags {
 	fs.BoolVarP(&f.recursive, "recursive", "R", false, "read directories given with -f recursively")
 	bindNamespaceFlags(fs, f)
 	fs.StringVarP(&f.namespace, "namespace", "n", f.namespace, "namespace of objects that set none")
-	flags.BindOptions(fs, &f.opts)
+	optionflags.Bind(fs, &f.opts)
 	return f
 }
 
@@ -66,7 +67,7 @@ func (f *inputFlags) validate() error {
 	if errs := validation.IsDNS1123Label(f.namespace); len(errs) > 0 {
 		return fmt.Errorf("invalid argument %q for \"-n, --namespace\" flag: %s", f.namespace, strings.Join(errs, "; "))
 	}
-	return flags.ValidateOptions(f.opts)
+	return f.opts.Validate()
 }
 
 // annotationsValue parses --namespace-annotations: key=value pairs,

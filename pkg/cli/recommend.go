@@ -37,7 +37,6 @@ var recommendOutputs = []string{"text", "yaml"}
 
 func newRecommendCmd() *cobra.Command {
 	f := &recommendFlags{kube: genericclioptions.NewConfigFlags(true), output: "text", minSamples: shutdownreport.DefaultMinSamples}
-	minSamples := flags.Flags{flags.MinSamples(&f.minSamples)}
 	cmd := &cobra.Command{
 		Use:   "recommend [-n NAMESPACE | -A]",
 		Short: "Say what graceguard.io/max-work each workload needs, from its observed shutdowns",
@@ -61,7 +60,7 @@ have their old budget.`,
   kubectl graceguard recommend -n shop -o yaml | kubectl apply --server-side --force-conflicts --field-manager=graceguard-recommend -f -`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := minSamples.Validate(); err != nil {
+			if err := flags.MinSamples.Check(int64(f.minSamples)); err != nil {
 				return err
 			}
 			reports, ns, err := f.list(cmd.Context())
@@ -90,7 +89,7 @@ have their old budget.`,
 	f.kube.AddFlags(fs)
 	fs.BoolVarP(&f.allNamespaces, "all-namespaces", "A", false, "every namespace's reports")
 	fs.VarP(flags.ChoiceValue(&f.output, recommendOutputs...), "output", "o", "text, or yaml: the changes as partial objects, for kubectl apply --server-side --force-conflicts")
-	minSamples.Bind(fs)
+	flags.MinSamplesFlag(&f.minSamples).Bind(fs)
 	return cmd
 }
 

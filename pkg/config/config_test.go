@@ -1,33 +1,32 @@
 package config
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/spf13/pflag"
 
-	"github.com/graceguard/graceguard/pkg/budget"
 	"github.com/graceguard/graceguard/pkg/flags"
-	"github.com/graceguard/graceguard/pkg/mutate"
 	"github.com/graceguard/graceguard/pkg/observer"
+	"github.com/graceguard/graceguard/pkg/server"
 )
 
-// parse fills a default Config from args, as cmd/webhook does.
-func parse(t *testing.T, args ...string) (Config, error) {
+// parse fills fl from args as cmd/webhook does, and validates.
+func parse(t *testing.T, fl flags.Flags, args ...string) error {
 	t.Helper()
-	c := Default()
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-	c.Flags().Bind(fs)
+	fl.Bind(fs)
 	if err := fs.Parse(args); err != nil {
-		return c, err
+		t.Fatalf("%v: %v", args, err)
 	}
-	return c, c.Validate()
+	return fl.Validate()
 }
 
 func TestDefaultsAreValid(t *testing.T) {
-	if err := Default().Validate(); err != nil {
+	c := Default()
+	if err := Flags(&c).Validate(); err != nil {
 		t.Fatalf("the defaults: %v", err)
 	}
 	o := observer.Default()
@@ -35,126 +34,105 @@ func TestDefaultsAreValid(t *testing.T) {
 	if err := ObserverFlags(&o).Validate(); err != nil {
 		t.Fatalf("the observer's defaults: %v", err)
 	}
-	if err := flags.ValidateOptions(mutate.DefaultOptions()); err != nil {
-		t.Fatalf("the cluster defaults: %v", err)
-	}
 }
 
-func TestValidateNamesTheFlagTheValueAndWhatIsAccepted(t *testing.T) {
+// The flags' Validate is the configuration's, of the values parsed, for
+// the server's flags, the cluster defaults and the observer's alike.
+func TestFlagsValidateWhatWasParsed(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		args []string
-		edit func(*Config)
-		want []string
+		observe bool
+		args    []string
+		want    []string // nil: valid
 	}{
-		{name: "a timeout over a webhook's 30s", args: []string{"--webhook-timeout=31s"}, want: []string{"--webhook-timeout=31s: want 1s to 30s"}},
-		{name: "a timeout under 1s", args: []string{"--webhook-timeout=500ms"}, want: []string{"--webhook-timeout=500ms: want 1s to 30s"}},
-		{name: "no concurrent reviews", args: []string{"--max-concurrent-reviews=0"}, want: []string{"--max-concurrent-reviews=0: want 1 to 10000"}},
-		{name: "room for less than the largest review", args: []string{"--max-inflight-review-bytes=1Mi"},
-			want: []string{"--max-inflight-review-bytes=1Mi: want at least 7340032 (7Mi), the largest review"}},
-		{name: "too few connections", args: []string{"--max-connections=8"}, want: []string{"--max-connections=8: want 16 to 65536"}},
-		{name: "as many pending connections as open ones", args: []string{"--max-pending-connections=256"},
-			want: []string{"--max-pending-connections=256: want 1 to 255, fewer than --max-connections=256, so that kept-alive connections always have room"}},
-		{name: "more pending connections than open ones", args: []string{"--max-connections=100", "--max-pending-connections=128"},
+		{args: []string{"--webhook-timeout=30s", "--max-connections=100", "--max-pending-connections=99"}},
+		{args: []string{"--webhook-timeout=31s"}, want: []string{"--webhook-timeout=31s: want 1s to 30s"}},
+		{args: []string{"--max-inflight-review-bytes=1Mi"}, want: []string{"--max-inflight-review-bytes=1Mi: want at least 7340032 (7Mi)"}},
+		{args: []string{"--max-connections=100", "--max-pending-connections=128"},
 			want: []string{"--max-pending-connections=128: want 1 to 99, fewer than --max-connections=100"}},
-		{name: "no pending connections", args: []string{"--max-pending-connections=0"},
-			want: []string{"--max-pending-connections=0: want 1 to 255"}},
-		{name: "both connection caps wrong", args: []string{"--max-connections=0", "--max-pending-connections=70000"},
-			want: []string{"--max-connections=0: want 16 to 65536", "--max-pending-connections=70000: want 1 to 65535"}},
-		{name: "a cap the defaults do not fit", args: []string{"--max-grace-period=20s"},
-			want: []string{"--max-grace-period=20s: the default budget alone needs 30s (routing 5s + work 20s + cleanup 2s + margin 3s)"}},
-		{name: "an unknown default profile", args: []string{"--default-routing-profile=aws-nlb"},
-			want: []string{"--default-routing-profile=aws-nlb: no such profile; want one of kube-proxy, ingress-nginx, aws-alb-ip, aws-nlb-ip, gke-neg, azure-agic"}},
-		{name: "a default profile over the cap", args: []string{"--default-routing-profile=aws-nlb-ip", "--max-grace-period=1m"},
-			want: []string{"--default-routing-profile=aws-nlb-ip: its Pods need 145s, over --max-grace-period=1m"}},
-		{name: "a profile given twice in code", edit: func(c *Config) {
-			p, _ := budget.ParseProfile("x=1s")
-			c.Options.Profiles = append(c.Options.Profiles, p, p)
-		}, want: []string{`--routing-profile: "x" is given twice`}},
-		{name: "a negative ceiling set in code", edit: func(c *Config) {
-			c.Options.Ceilings = []budget.Ceiling{{Name: mutate.CeilingKarpenter, Limit: -time.Second}}
-		}, want: []string{"--karpenter-termination-grace-period=-1s: must not be negative"}},
-		{name: "a preStop handler set in code", edit: func(c *Config) { c.Options.PreStop = "wait" },
-			want: []string{`--prestop-handler=wait: unsupported preStop handler "wait"`}},
-		{name: "an address without a port", args: []string{"--metrics-bind-address=localhost"},
-			want: []string{`--metrics-bind-address=localhost: address localhost: missing port in address; want host:port, :port or 0`}},
-		{name: "every wrong flag at once", args: []string{"--port=70000", "--drain-timeout=0s", "--shutdown-delay=6m"},
-			want: []string{"--port=70000: want 1 to 65535", "--drain-timeout=0s: want 1s to 5m", "--shutdown-delay=6m: want 0s to 5m"}},
-		{name: "self-managed needs a namespace", args: []string{"--cert-mode=self-managed", "--namespace="},
-			want: []string{"--namespace: required with --cert-mode=self-managed"}},
+		{args: []string{"--max-grace-period=20s"}, want: []string{"--max-grace-period=20s: the default budget alone needs 30s"}},
+		{args: []string{"--routing-profile=corp=45s,grace-floor=2m", "--default-routing-profile=corp", "--max-grace-period=2m"}},
+		{args: []string{"--routing-profile=corp=45s,grace-floor=2m", "--default-routing-profile=corp", "--max-grace-period=119s"},
+			want: []string{"--default-routing-profile=corp: its Pods need 120s, over --max-grace-period=1m59s"}},
+		{args: []string{"--cert-mode=self-managed", "--namespace="}, want: []string{"--namespace: required with --cert-mode=self-managed"}},
+		{args: []string{"--cert-mode=self-managed", "--namespace=x", "--service-name=Bad_Name"}, want: []string{"--service-name=Bad_Name: a DNS-1035 label"}},
+		{observe: true, args: []string{"--namespace=x"}},
+		{observe: true, args: []string{"--namespace="}, want: []string{"--namespace: required with --leader-elect"}},
+		{observe: true, args: []string{"--namespace=", "--leader-elect=false"}},
+		{observe: true, args: []string{"--namespace=x", "--flush-interval=1ms"}, want: []string{"--flush-interval=1ms: want 10ms to 10m"}},
+		{observe: true, args: []string{"--namespace=x", "--min-samples=51"}, want: []string{"--min-samples=51: want 1 to 50 (a report keeps 50 samples)"}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c, err := parse(t, tc.args...)
-			if tc.edit != nil {
-				tc.edit(&c)
-				err = c.Validate()
+		c, o := Default(), observer.Default()
+		c.Namespace = ""
+		fl := Flags(&c)
+		if tc.observe {
+			fl = ObserverFlags(&o)
+		}
+		err := parse(t, fl, tc.args...)
+		if tc.want == nil && err != nil {
+			t.Errorf("%v: %v, want it valid", tc.args, err)
+		}
+		for _, w := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%v: %v, want it to say %q", tc.args, err, w)
 			}
-			for _, w := range tc.want {
-				if err == nil || !strings.Contains(err.Error(), w) {
-					t.Errorf("error %v, want it to say %q", err, w)
-				}
-			}
-		})
+		}
 	}
 }
 
-// The package's invariant: whatever the flags accept in self-managed mode,
-// the certificates' own validation accepts too, so a misspelt name exits 2
-// at validation rather than 1 once the rotator is set up.
-func TestSelfManagedConfigThatValidatesCanRun(t *testing.T) {
-	base := []string{"--cert-mode=self-managed", "--namespace=graceguard-system", "--cert-dir=/certs"}
+// The owners' Validate print each value as its flag does, so the message
+// says back what the person typed (or what its default is).
+func TestErrorsPrintValuesAsTheFlagsDo(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
-		want string // "" for valid
+		n    int // flag errors
 	}{
-		{nil, ""},
-		{[]string{"--service-name=Bad_Name"}, "--service-name=Bad_Name: a DNS-1035 label"},
-		{[]string{"--cert-dir=relative/dir"}, "--cert-dir=relative/dir: must be an absolute path"},
-		{[]string{"--namespace=a.b"}, "--namespace=a.b: must not contain dots"},
-		{[]string{"--cert-secret-name=Certs"}, "--cert-secret-name=Certs: a lowercase RFC 1123 subdomain"},
-		{[]string{"--mutating-webhook-configuration="}, "--mutating-webhook-configuration: must not be empty"},
-		{[]string{"--validating-webhook-configuration=x_y"}, "--validating-webhook-configuration=x_y: a lowercase RFC 1123 subdomain"},
-		{[]string{"--service-name=1graceguard", "--cert-dir=certs"}, "--service-name=1graceguard"},
+		{[]string{"--port=70000", "--drain-timeout=0s", "--shutdown-delay=6m", "--webhook-timeout=500ms", "--max-concurrent-reviews=0"}, 5},
+		{[]string{"--max-inflight-review-bytes=1Mi", "--max-connections=8", "--max-pending-connections=70000", "--max-grace-period=20s"}, 4},
+		{[]string{"--default-routing-profile=aws-nlb", "--metrics-bind-address=localhost", "--health-probe-bind-address=:99999", "--cert-dir=relative"}, 3}, // a relative --cert-dir is only wrong when self-managed
+		{[]string{"--cert-mode=self-managed", "--namespace=a.b", "--cert-secret-name=Certs", "--service-name=1x", "--cert-dir=certs",
+			"--mutating-webhook-configuration=x_y", "--validating-webhook-configuration="}, 6},
 	} {
-		c, err := parse(t, append(slices.Clone(base), tc.args...)...)
-		certsErr := c.Certs().Validate()
-		switch {
-		case tc.want == "" && (err != nil || certsErr != nil):
-			t.Errorf("%v: Validate() = %v, certs: %v; want both valid", tc.args, err, certsErr)
-		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-			t.Errorf("%v: Validate() = %v, want it to say %q", tc.args, err, tc.want)
-		case (err == nil) != (certsErr == nil):
-			t.Errorf("%v: Validate() = %v but the certificates' Validate() = %v", tc.args, err, certsErr)
-		}
+		c := Default()
+		fl := Flags(&c)
+		checkPrinted(t, fl, parse(t, fl, tc.args...), tc.n)
 	}
-	// In files mode the names are not used and not checked.
-	if _, err := parse(t, "--service-name=Bad_Name"); err != nil {
-		t.Errorf("files mode: %v", err)
-	}
+	o := observer.Default()
+	fl := ObserverFlags(&o)
+	checkPrinted(t, fl, parse(t, fl, "--namespace=", "--flush-interval=11m", "--min-samples=0", "--metrics-bind-address=x"), 4)
 }
 
-func TestObserverFlags(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"--namespace=x"}, ""},
-		{[]string{"--namespace="}, "--namespace: required with --leader-elect"},
-		{[]string{"--namespace=", "--leader-elect=false"}, ""},
-		{[]string{"--namespace=x", "--flush-interval=1ms"}, "--flush-interval=1ms: want 10ms to 10m"},
-		{[]string{"--namespace=x", "--min-samples=51"}, "--min-samples=51: want 1 to 50 (a report keeps 50 samples)"},
-		{[]string{"--namespace=x", "--health-probe-bind-address=:99999"}, `--health-probe-bind-address=:99999: port "99999" is not 0-65535`},
-	} {
-		c := observer.Default()
-		fl := ObserverFlags(&c)
-		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-		fl.Bind(fs)
-		if err := fs.Parse(tc.args); err != nil {
-			t.Fatal(err)
+// checkPrinted checks that err holds n flag errors, each naming a flag of
+// fl and its value as the flag prints it.
+func checkPrinted(t *testing.T, fl flags.Flags, err error, n int) {
+	t.Helper()
+	var found []*flags.Error
+	var walk func(error)
+	walk = func(err error) {
+		var fe *flags.Error
+		switch e := err.(type) {
+		case nil:
+		case interface{ Unwrap() []error }:
+			for _, err := range e.Unwrap() {
+				walk(err)
+			}
+		default:
+			if !errors.As(err, &fe) {
+				t.Errorf("%v: not a flag's error", err)
+				return
+			}
+			found = append(found, fe)
 		}
-		err := fl.Validate()
-		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
-			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
+	}
+	walk(err)
+	if len(found) != n {
+		t.Errorf("%d flag errors, want %d: %v", len(found), n, err)
+	}
+	for _, fe := range found {
+		i := slices.IndexFunc(fl.List, func(f flags.Flag) bool { return f.Name == fe.Flag })
+		if i < 0 {
+			t.Errorf("%v: no flag --%s", fe, fe.Flag)
+		} else if got := fl.List[i].Value.String(); got != fe.Value {
+			t.Errorf("%v: the value printed is %q, the flag prints %q", fe, fe.Value, got)
 		}
 	}
 }
@@ -162,9 +140,9 @@ func TestObserverFlags(t *testing.T) {
 func TestEveryFlagHasHelpAndAUniqueName(t *testing.T) {
 	c := Default()
 	o := observer.Default()
-	for _, fl := range []flags.Flags{c.Flags(), ObserverFlags(&o)} {
+	for _, fl := range []flags.Flags{Flags(&c), ObserverFlags(&o)} {
 		seen := map[string]bool{}
-		for _, f := range fl {
+		for _, f := range fl.List {
 			if f.Usage == "" || seen[f.Name] {
 				t.Errorf("--%s: usage %q, seen before: %v", f.Name, f.Usage, seen[f.Name])
 			}
@@ -173,25 +151,5 @@ func TestEveryFlagHasHelpAndAUniqueName(t *testing.T) {
 	}
 }
 
-func TestDefaultFlagNamesTheFlagOfEachTerm(t *testing.T) {
-	c := Default()
-	fl := c.Flags()
-	for _, term := range budget.Terms {
-		name := strings.TrimPrefix(flags.DefaultFlag(term), "--")
-		lookup(fl, name) // panics if there is none
-	}
-	if flags.DefaultFlag(budget.Work) != "--default-max-work" {
-		t.Errorf("flags.DefaultFlag(work) = %s", flags.DefaultFlag(budget.Work))
-	}
-	lookup(fl, strings.TrimPrefix(flags.DefaultProfileFlag, "--"))
-}
-
-// lookup returns the flag named name; it panics for a name no flag has.
-func lookup(fl flags.Flags, name string) flags.Flag {
-	for _, f := range fl {
-		if f.Name == name {
-			return f
-		}
-	}
-	panic("config: no flag --" + name)
-}
+// The alias keeps the harness's name for the server's configuration.
+var _ server.Config = Config{}

@@ -1,9 +1,7 @@
 package flags
 
 import (
-	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,51 +13,50 @@ import (
 	"github.com/graceguard/graceguard/pkg/budget"
 )
 
-// flag is one command-line flag: its name, its help, the value it fills
-// and the rule that value must meet once every flag is parsed. The name is
-// spelled here and nowhere else: errors, help and the rule all read it.
+// Flag is one command-line flag: its name (from the table), its help and
+// the value it fills. What the value must be is the filled
+// configuration's Validate, which names the flag.
 type Flag struct {
 	Name  string
 	Usage string
 	Value pflag.Value
-	// check says what is wrong with the value, and what is accepted, or
-	// returns nil. It may read other flags' values (a required Secret
-	// name in self-managed mode, a cap the defaults must fit).
-	Check func() error
-	// noOptDefVal is the value of the flag given without one (booleans).
+	// NoOptDefVal is the value of the flag given without one (booleans).
 	NoOptDefVal string
 }
 
+// Bind registers f on fs, with the configuration's current value as its
+// default.
+func (f Flag) Bind(fs *pflag.FlagSet) {
+	pf := fs.VarPF(f.Value, f.Name, "", f.Usage)
+	pf.NoOptDefVal = f.NoOptDefVal
+}
+
 // Flags are the flags of one command, bound to the configuration they
-// fill: Bind registers them, Validate checks every value after parsing.
-type Flags []Flag
+// fill, and Check, that configuration's Validate: Bind registers them,
+// Validate checks every value once all are parsed.
+type Flags struct {
+	List []Flag
+	// Check validates what the flags filled. It must read the
+	// configuration when called (func() error { return c.Validate() }),
+	// not a copy taken before parsing (c.Validate as a method value).
+	Check func() error
+}
 
 // Bind registers the flags on fs, with the configuration's current values
 // as their defaults.
 func (fl Flags) Bind(fs *pflag.FlagSet) {
-	for _, f := range fl {
-		pf := fs.VarPF(f.Value, f.Name, "", f.Usage)
-		pf.NoOptDefVal = f.NoOptDefVal
+	for _, f := range fl.List {
+		f.Bind(fs)
 	}
 }
 
-// Validate checks every flag's value and reports all that are wrong at
-// once, each as --name=value: what is wrong; what is accepted.
+// Validate reports every flag whose value is wrong at once, each as
+// --name=value: what is wrong; what is accepted.
 func (fl Flags) Validate() error {
-	var errs []error
-	for _, f := range fl {
-		if f.Check == nil {
-			continue
-		}
-		if err := f.Check(); err != nil {
-			if v := f.Value.String(); v != "" {
-				errs = append(errs, fmt.Errorf("--%s=%s: %w", f.Name, v, err))
-			} else {
-				errs = append(errs, fmt.Errorf("--%s: %w", f.Name, err))
-			}
-		}
+	if fl.Check == nil {
+		return nil
 	}
-	return errors.Join(errs...)
+	return fl.Check()
 }
 
 // value is a pflag.Value over a field of a configuration: parse reads a
@@ -97,8 +94,9 @@ func (v value[T]) Set(s string) error {
 	return nil
 }
 
-// then returns v running after once it is set.
-func (v value[T]) then(after func() error) value[T] {
+// Then returns v running after once it is set: after's error restores the
+// old value and refuses the flag.
+func (v value[T]) Then(after func() error) value[T] {
 	v.after = after
 	return v
 }
@@ -123,13 +121,13 @@ func Int[T int | int64](p *T) value[T] {
 	}, func(n T) string { return strconv.FormatInt(int64(n), 10) }, "int", nil}
 }
 
-// durationValue accepts what annotations accept (budget.ParseDuration):
+// Duration accepts what annotations accept (budget.ParseDuration):
 // Go durations or bare whole seconds, within 0..1h.
 func Duration(p *time.Duration) value[time.Duration] {
 	return value[time.Duration]{p, budget.ParseDuration, budget.Format, "duration", nil}
 }
 
-// goDurationValue accepts a Go duration only, as time.ParseDuration does.
+// GoDuration accepts a Go duration only, as time.ParseDuration does.
 func GoDuration(p *time.Duration) value[time.Duration] {
 	return value[time.Duration]{p, func(s string) (time.Duration, error) {
 		d, err := time.ParseDuration(s)
@@ -140,7 +138,7 @@ func GoDuration(p *time.Duration) value[time.Duration] {
 	}, time.Duration.String, "duration", nil}
 }
 
-// bytesValue is a byte count in Kubernetes quantity notation: 16Mi, 16777216.
+// Bytes is a byte count in Kubernetes quantity notation: 16Mi, 16777216.
 func Bytes(p *int64) value[int64] {
 	return value[int64]{p, func(s string) (int64, error) {
 		q, err := resource.ParseQuantity(s)
@@ -152,16 +150,11 @@ func Bytes(p *int64) value[int64] {
 			return 0, fmt.Errorf("%q is not a whole number of bytes: want a quantity like 16Mi", s)
 		}
 		return n, nil
-	}, func(n int64) string { return resource.NewQuantity(n, resource.BinarySI).String() }, "bytes", nil}
+	}, FormatBytes, "bytes", nil}
 }
 
-// ChoiceValue is a flag limited to a fixed set of words; the kubectl
-// plugin's flags use it too.
-func ChoiceValue[T ~string](p *T, choices ...T) pflag.Value {
-	return choice(p, choices)
-}
-
-func choice[T ~string](p *T, choices []T) value[T] {
+// ChoiceValue is a flag limited to a fixed set of words.
+func ChoiceValue[T ~string](p *T, choices ...T) value[T] {
 	names := make([]string, len(choices))
 	for i, c := range choices {
 		names[i] = string(c)
@@ -207,58 +200,35 @@ func (v *listValue) Type() string { return "strings" }
 // List is a comma-separated list of strings filling p.
 func List(p *[]string) pflag.Value { return &listValue{p: p} }
 
-// between checks that a duration is within [lo, hi].
-func Between(d *time.Duration, lo, hi time.Duration) func() error {
-	return func() error {
-		if *d < lo || *d > hi {
-			return fmt.Errorf("want %s to %s", budget.Format(lo), budget.Format(hi))
+// FormatBytes prints a byte count as Bytes does: 16Mi.
+func FormatBytes(n int64) string { return resource.NewQuantity(n, resource.BinarySI).String() }
+
+// CeilingDuration is a platform ceiling: a Go duration or whole seconds,
+// 0 to MaxCeiling.
+func CeilingDuration(p *time.Duration) value[time.Duration] {
+	return value[time.Duration]{p, func(s string) (time.Duration, error) {
+		s = strings.TrimSpace(s)
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil && n >= 0 && n <= int64(MaxCeiling/time.Second) {
+			return time.Duration(n) * time.Second, nil
 		}
-		return nil
-	}
-}
-
-// inRange checks that a number is within [lo, hi].
-func InRange[T int | int64](n *T, lo, hi T, why string) func() error {
-	return func() error {
-		if *n < lo || *n > hi {
-			return fmt.Errorf("want %d to %d%s", lo, hi, why)
+		if d, err := time.ParseDuration(s); err == nil && d >= 0 && d <= MaxCeiling {
+			return d, nil
 		}
-		return nil
-	}
+		return 0, fmt.Errorf("%q is not a duration from 0 to %s; want a Go duration (30s, 10m, 48h) or whole seconds (30)", s, budget.Format(MaxCeiling))
+	}, budget.Format, "duration", nil}
 }
 
-// The address flags the webhook and the observer share.
+// The flags the webhook and the observer share (the addresses), and the
+// observer and the plugin's recommend (min-samples).
 
-func MetricsAddress(p *string) Flag {
-	return Flag{Name: "metrics-bind-address", Value: String(p), Usage: `address of Prometheus /metrics ("0" disables it)`,
-		Check: func() error {
-			if *p == "0" {
-				return nil
-			}
-			if err := checkAddr(*p); err != nil {
-				return fmt.Errorf("%v; want host:port, :port or 0", err)
-			}
-			return nil
-		}}
+func MetricsAddressFlag(p *string) Flag {
+	return Flag{Name: MetricsBindAddress.Name, Value: String(p), Usage: `address of Prometheus /metrics ("0" disables it)`}
 }
 
-func HealthAddress(p *string) Flag {
-	return Flag{Name: "health-probe-bind-address", Value: String(p), Usage: "address of /healthz and /readyz",
-		Check: func() error {
-			if err := checkAddr(*p); err != nil {
-				return fmt.Errorf("%v; want host:port or :port", err)
-			}
-			return nil
-		}}
+func HealthAddressFlag(p *string) Flag {
+	return Flag{Name: HealthProbeBindAddress.Name, Value: String(p), Usage: "address of /healthz and /readyz"}
 }
 
-func checkAddr(a string) error {
-	_, port, err := net.SplitHostPort(a)
-	if err != nil {
-		return err
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		return fmt.Errorf("port %q is not 0-65535", port)
-	}
-	return nil
+func MinSamplesFlag(n *int) Flag {
+	return Flag{Name: MinSamples.Name, Value: Int(n), Usage: "samples a recommendation needs when no Pod was killed"}
 }

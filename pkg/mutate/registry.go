@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/graceguard/graceguard/pkg/budget"
+	"github.com/graceguard/graceguard/pkg/flags"
 )
 
 // Where says on which objects, and in which of their maps, graceguard reads
@@ -120,7 +121,7 @@ var Keys = []Key{
 		Doc: &KeyDoc{
 			Meaning: "a routing profile: the routing delay (and grace floor) of what sits in front of the Pod, from a table with sources ([routing-profiles.md](routing-profiles.md)): {profiles}, or one the operators added. An explicit `routing-delay` wins; the floor stays. Any other name is denied with the list",
 			Summary: "what sits in front of the Pod: {profiles} or an operator's; supplies the routing delay and any grace floor ([docs/routing-profiles.md](docs/routing-profiles.md))",
-			Default: "none", Flag: "--default-routing-profile",
+			Default: "none", Flag: flags.DefaultProfileFlag,
 		},
 		set: setProfile},
 	{Name: AnnotationMaxWork, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
@@ -154,7 +155,7 @@ var Keys = []Key{
 		Doc: &KeyDoc{
 			Meaning: "`sleep`: native `lifecycle.preStop.sleep` (GA in 1.34); `exec`: `[\"sleep\",\"N\"]`, needs a `sleep` binary in the image (distroless and scratch images lack it: `prestop-binary-may-be-missing` warns where the image's name says so; a Windows Pod (`spec.os.name: windows`, or a node selector `kubernetes.io/os: windows`) gets the sleep action instead, as Windows images have no `sleep`); `none`: no hook, the budget still applies and the app must keep serving for the routing delay after SIGTERM itself",
 			Summary: "`sleep` (native sleep action), `exec` (`[\"sleep\",\"N\"]`; the sleep action on Windows Pods), `none` (no hook; budget still applies)",
-			Default: "`sleep`", Flag: "--prestop-handler",
+			Default: "`sleep`", Flag: "--" + flags.PreStopHandler,
 		},
 		Proof: "v in ['" + string(PreStopSleep) + "', '" + string(PreStopExec) + "', '" + string(PreStopNone) + "']",
 		set:   setPreStopHandler},

@@ -1,16 +1,18 @@
 package observer
 
 import (
+	"errors"
 	"os"
 	"slices"
 	"time"
 
+	"github.com/graceguard/graceguard/pkg/flags"
 	"github.com/graceguard/graceguard/pkg/mutate"
 	"github.com/graceguard/graceguard/pkg/shutdownreport"
 )
 
-// Config is everything the observer process needs; its flags are
-// pkg/config's (config.ObserverFlags).
+// Config is everything the observer process needs; the webhook binary's
+// `observe` binds its flags (config.ObserverFlags).
 type Config struct {
 	// MetricsBindAddress serves Prometheus /metrics ("0" disables it).
 	MetricsBindAddress string
@@ -49,8 +51,24 @@ func Default() Config {
 	}
 }
 
+// Validate checks c as `webhook observe` validates it at start-up, naming
+// each flag at fault, its value and what is accepted; it reports
+// everything wrong at once.
+func (c Config) Validate() error {
+	errs := []error{
+		flags.MetricsBindAddress.Check(c.MetricsBindAddress),
+		flags.HealthProbeBindAddress.Check(c.HealthProbeBindAddress),
+	}
+	if c.LeaderElection && c.Namespace == "" {
+		errs = append(errs, flags.Invalid(flags.Namespace, "",
+			errors.New("required with --"+flags.LeaderElect+" (the Lease's namespace; default $POD_NAMESPACE)")))
+	}
+	errs = append(errs, flags.FlushInterval.Check(c.FlushInterval), flags.MinSamples.Check(int64(c.MinSamples)))
+	return errors.Join(errs...)
+}
+
 // excluded is every namespace the webhook never treats: the excluded ones
-// and graceguard's own (as config.Config.Excluded computes it).
+// and graceguard's own (as server.Config.Excluded computes it).
 func (c Config) excluded() []string {
 	out := slices.Clone(c.ExcludedNamespaces)
 	if c.Namespace != "" {

@@ -30,7 +30,7 @@ const FailedPreStopHook = "FailedPreStopHook"
 // Run observes treated Pods until ctx is cancelled (see the package
 // invariant), through the API server restCfg names, with its metrics on reg
 // (controller-runtime's metrics.Registry is the one its metrics server
-// serves). cfg must have passed config.ObserverFlags' Validate. It logs
+// serves). cfg must have passed Validate. It logs
 // with the logger in ctx.
 func Run(ctx context.Context, cfg Config, restCfg *rest.Config, reg prometheus.Registerer) error {
 	log := logf.FromContext(ctx).WithName("graceguard-observer")

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-
-	"github.com/graceguard/graceguard/pkg/config"
 )
 
 // floodConns is how many hostile connections each flood opens.
@@ -40,7 +38,7 @@ func TestConnectionFloodsAreBoundedAndReviewsAnswered(t *testing.T) {
 	if err := raiseFileLimit(floodConns + 1000); err != nil {
 		t.Fatalf("the floods need file descriptors: %v", err)
 	}
-	defaults := config.Default()
+	defaults := DefaultConfig()
 	maxOpen, maxPending := defaults.MaxConnections, defaults.MaxPendingConnections
 	bound := int64(maxOpen)*perConnHeap + floodHeapSlack
 	for _, tc := range []struct {

@@ -18,7 +18,6 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 
 	"github.com/graceguard/graceguard/internal/flood"
-	"github.com/graceguard/graceguard/pkg/config"
 	"github.com/graceguard/graceguard/pkg/webhook"
 )
 
@@ -80,7 +79,7 @@ func measureFloodWith(t *testing.T, kind floodKind, capped bool, count, bigRevie
 			s.conns.limits.handshakeTimeout = 10 * time.Minute
 		}
 	})
-	h := startRunWith(t, []Option{observe}, 0, 10*time.Second, 0, func(c *config.Config) {
+	h := startRunWith(t, []Option{observe}, 0, 10*time.Second, 0, func(c *Config) {
 		if !capped {
 			c.MaxConnections, c.MaxPendingConnections = count+100, count+99
 		}
@@ -244,7 +243,7 @@ func TestConnectionReport(t *testing.T) {
 }
 
 func writeConnReport(path string, ms []connMeasurement, worst connMeasurement) error {
-	d := config.Default()
+	d := DefaultConfig()
 	var b strings.Builder
 	fmt.Fprintf(&b, "Measured by `make conns-report` (%s, %d CPUs, load average %s at the end): a real server (`Run`, loopback TLS, "+
 		"the Go memory limit at 90%% of 128 MiB as in the chart), flooded from another process, each row in a fresh process. "+

@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/graceguard/graceguard/pkg/config"
 	"github.com/graceguard/graceguard/pkg/webhook"
 )
 
@@ -215,7 +214,7 @@ func TestHandshakesAreBoundedInBytesAndTime(t *testing.T) {
 // at once when the handler does not read the body (a 404, a refusal),
 // rather than held in a request until the read timeout.
 func TestUnreadBodiesEndTheirConnection(t *testing.T) {
-	h := startRun(t, 0, 10*time.Second, 0, func(c *config.Config) { c.Limits.Timeout = 30 * time.Second })
+	h := startRun(t, 0, 10*time.Second, 0, func(c *Config) { c.Limits.Timeout = 30 * time.Second })
 	for _, path := range []string{"/nowhere", webhook.PathValidatePod} {
 		t.Run(path, func(t *testing.T) {
 			conn := h.rawConn(t)

@@ -15,7 +15,6 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 
-	"github.com/graceguard/graceguard/pkg/config"
 	"github.com/graceguard/graceguard/pkg/webhook"
 )
 
@@ -60,7 +59,7 @@ func TestTLSAcceptsOnlyModernVersionsAndAEADSuites(t *testing.T) {
 // likes; the server keeps answering others meanwhile.
 func TestStalledBodyIsCutOffAtTheWebhookTimeout(t *testing.T) {
 	const timeout = 2 * time.Second
-	h := startRun(t, 0, 10*time.Second, 0, func(c *config.Config) { c.Limits.Timeout = timeout })
+	h := startRun(t, 0, 10*time.Second, 0, func(c *Config) { c.Limits.Timeout = timeout })
 	conn := h.rawConn(t)
 	defer conn.Close()
 	start := time.Now()
@@ -97,7 +96,7 @@ func TestStalledBodyIsCutOffAtTheWebhookTimeout(t *testing.T) {
 // off, reviews are answered again.
 func TestInFlightBytesBoundStalledBodies(t *testing.T) {
 	const timeout = 3 * time.Second
-	h := startRun(t, 0, 10*time.Second, 0, func(c *config.Config) {
+	h := startRun(t, 0, 10*time.Second, 0, func(c *Config) {
 		c.Limits.Timeout = timeout
 		c.Limits.InFlightBytes = 16 << 20
 	})
@@ -139,7 +138,7 @@ func TestInFlightBytesBoundStalledBodies(t *testing.T) {
 // Beyond --max-concurrent-reviews, and with no room to wait, a review is
 // refused with 429 and Retry-After at once instead of queueing.
 func TestConcurrentReviewsBeyondTheCapAreShed(t *testing.T) {
-	h := startRun(t, 0, 10*time.Second, 3*time.Second, func(c *config.Config) {
+	h := startRun(t, 0, 10*time.Second, 3*time.Second, func(c *Config) {
 		c.Limits.MaxInFlight = 1
 		c.Limits.MaxWaiting = 0
 	})

@@ -39,7 +39,6 @@ import (
 
 	"github.com/graceguard/graceguard/pkg/api/v1alpha1"
 	"github.com/graceguard/graceguard/pkg/certs"
-	"github.com/graceguard/graceguard/pkg/config"
 	"github.com/graceguard/graceguard/pkg/webhook"
 )
 
@@ -70,7 +69,7 @@ const (
 // to the API server restCfg names and registers its metrics on reg
 // (controller-runtime's metrics.Registry is the one the metrics server
 // serves). cfg must have passed Validate. It logs with the logger in ctx.
-func Run(ctx context.Context, cfg config.Config, restCfg *rest.Config, reg prometheus.Registerer, opts ...Option) error {
+func Run(ctx context.Context, cfg Config, restCfg *rest.Config, reg prometheus.Registerer, opts ...Option) error {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
@@ -117,7 +116,7 @@ func Run(ctx context.Context, cfg config.Config, restCfg *rest.Config, reg prome
 	}
 	var whServer crwebhook.Server = ws
 	var certsReady chan struct{}
-	if cfg.CertMode == config.CertModeSelfManaged {
+	if cfg.CertMode == CertModeSelfManaged {
 		// controller-runtime reads tls.crt when the server starts: start it
 		// only once the rotator has written the certificates.
 		certsReady = make(chan struct{})
@@ -211,7 +210,7 @@ func Run(ctx context.Context, cfg config.Config, restCfg *rest.Config, reg prome
 // stops listening the moment its context ends (controller-runtime#3113),
 // while endpoints, load balancers and API servers still route to it.
 // Readiness and keep-alives watch ctx itself, so they change at once.
-func start(ctx context.Context, mgr manager.Manager, cfg config.Config, log logr.Logger) error {
+func start(ctx context.Context, mgr manager.Manager, cfg Config, log logr.Logger) error {
 	mgrCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
 	done := make(chan struct{})

@@ -34,7 +34,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/graceguard/graceguard/internal/freeport"
-	"github.com/graceguard/graceguard/pkg/config"
 	"github.com/graceguard/graceguard/pkg/mutate"
 	"github.com/graceguard/graceguard/pkg/webhook"
 )
@@ -60,7 +59,7 @@ func TestRunShutsDownGracefully(t *testing.T) {
 		delay     = 1500 * time.Millisecond
 		slowReads = 2500 * time.Millisecond // longer than the delay: in flight when the listener closes
 	)
-	h := startRun(t, delay, 10*time.Second, slowReads, func(c *config.Config) { c.EnableHTTP2 = true })
+	h := startRun(t, delay, 10*time.Second, slowReads, func(c *Config) { c.EnableHTTP2 = true })
 
 	// Before shutdown: ready, reviews answered, connections reused.
 	if code := h.readyz(t); code != http.StatusOK {
@@ -199,7 +198,7 @@ func TestRunReloadsRotatedCertificates(t *testing.T) {
 }
 
 func TestRunFailsWithoutCertificates(t *testing.T) {
-	cfg := config.Default()
+	cfg := DefaultConfig()
 	cfg.Port = freePort(t)
 	cfg.HealthProbeBindAddress = "127.0.0.1:" + strconv.Itoa(freePort(t))
 	cfg.MetricsBindAddress = "0"
@@ -278,7 +277,7 @@ func TestReadyz(t *testing.T) {
 }
 
 type harness struct {
-	cfg        config.Config
+	cfg        Config
 	registry   *prometheus.Registry // Run's metrics
 	caPool     *x509.CertPool
 	cancel     context.CancelFunc
@@ -290,16 +289,16 @@ type harness struct {
 // startRun runs Run with a webhook port and health port on loopback, a fresh
 // self-signed certificate, and a namespace lookup where every namespace is
 // opted in and "slow" takes slowReads (or until the read's context ends).
-func startRun(t *testing.T, delay, drain, slowReads time.Duration, tweaks ...func(*config.Config)) *harness {
+func startRun(t *testing.T, delay, drain, slowReads time.Duration, tweaks ...func(*Config)) *harness {
 	t.Helper()
 	return startRunWith(t, nil, delay, drain, slowReads, tweaks...)
 }
 
 // startRunWith is startRun with more options for Run.
-func startRunWith(t *testing.T, opts []Option, delay, drain, slowReads time.Duration, tweaks ...func(*config.Config)) *harness {
+func startRunWith(t *testing.T, opts []Option, delay, drain, slowReads time.Duration, tweaks ...func(*Config)) *harness {
 	t.Helper()
 	dir, pool := writeCert(t)
-	cfg := config.Default()
+	cfg := DefaultConfig()
 	cfg.Port = freePort(t)
 	cfg.HealthProbeBindAddress = "127.0.0.1:" + strconv.Itoa(freePort(t))
 	cfg.MetricsBindAddress = "0"

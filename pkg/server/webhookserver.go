@@ -18,8 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
-
-	"github.com/graceguard/graceguard/pkg/config"
 )
 
 // webhookServer serves the admission endpoints over TLS like
@@ -103,7 +101,7 @@ func timeoutsFor(webhookTimeout time.Duration) serverTimeouts {
 }
 
 // connLimitsFor are the connection limits of cfg.
-func connLimitsFor(cfg config.Config) connLimits {
+func connLimitsFor(cfg Config) connLimits {
 	return connLimits{
 		maxOpen:           cfg.MaxConnections,
 		maxPending:        cfg.MaxPendingConnections,
@@ -114,7 +112,7 @@ func connLimitsFor(cfg config.Config) connLimits {
 
 // newWebhookServer returns the webhook server for cfg, listening on host,
 // its connection metrics registered on reg.
-func newWebhookServer(cfg config.Config, host string, reg prometheus.Registerer) (*webhookServer, error) {
+func newWebhookServer(cfg Config, host string, reg prometheus.Registerer) (*webhookServer, error) {
 	m, err := newConnMetrics(reg)
 	if err != nil {
 		return nil, err
@@ -137,7 +135,7 @@ func newWebhookServer(cfg config.Config, host string, reg prometheus.Registerer)
 // offers these. HTTP/2 only when enabled: HTTP/1.1 is not exposed to the
 // HTTP/2 rapid-reset and stream-cancellation attacks (CVE-2023-44487,
 // CVE-2023-39325).
-func tlsConfig(cfg config.Config) *tls.Config {
+func tlsConfig(cfg Config) *tls.Config {
 	c := &tls.Config{
 		MinVersion:   tls.VersionTLS12,
 		CipherSuites: TLS12CipherSuites,

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/semaphore"
+
+	"github.com/graceguard/graceguard/pkg/flags"
 )
 
 // Limits bound what the reviews in flight may cost together. Whatever a
@@ -43,6 +46,26 @@ const MaxReviewBytes = 7 << 20
 // thousands of ordinary ones.
 func DefaultLimits() Limits {
 	return Limits{MaxInFlight: 64, Timeout: 10 * time.Second, InFlightBytes: 16 << 20, MaxWaiting: 128, MaxWait: time.Second}
+}
+
+// Validate checks the limits as the webhook validates them at start-up,
+// naming each flag at fault (or the field, for those no flag sets), its
+// value and what is accepted; it reports everything wrong at once. Limits
+// that passed Validate can answer every review the API server may send.
+func (l Limits) Validate() error {
+	errs := []error{flags.WebhookTimeout.Check(l.Timeout), flags.MaxConcurrentReviews.Check(l.MaxInFlight)}
+	if l.InFlightBytes < MaxReviewBytes {
+		errs = append(errs, flags.Invalid(flags.MaxInflightReviewBytes, flags.FormatBytes(l.InFlightBytes),
+			fmt.Errorf("want at least %d (%s), the largest review, or that review could never be answered",
+				MaxReviewBytes, flags.FormatBytes(MaxReviewBytes))))
+	}
+	if l.MaxWaiting < 0 {
+		errs = append(errs, fmt.Errorf("Limits.MaxWaiting=%d: want 0 or more", l.MaxWaiting))
+	}
+	if l.MaxWait < 0 {
+		errs = append(errs, fmt.Errorf("Limits.MaxWait=%s: want 0 or more", l.MaxWait))
+	}
+	return errors.Join(errs...)
 }
 
 // guard applies Limits to every endpoint of one server: they share its

@@ -32,7 +32,7 @@ const (
 // Config is what the handlers share.
 type Config struct {
 	// Options are the cluster defaults. ExcludedNamespaces must hold
-	// kube-system and graceguard's own namespace: use config.Config.Excluded().
+	// kube-system and graceguard's own namespace: use server.Config.Excluded().
 	Options mutate.Options
 	// Namespaces reads the labels and annotations of a review's namespace.
 	Namespaces NamespaceLookup

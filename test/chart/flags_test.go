@@ -33,7 +33,7 @@ func TestRenderedArgumentsAreValidFlags(t *testing.T) {
 			r := render(t, vals)
 			cfg := config.Default()
 			cfg.Namespace = "graceguard-system" // the Pod's POD_NAMESPACE
-			parseArgs(t, "webhook", cfg.Flags(), r.container(t).Args)
+			parseArgs(t, "webhook", config.Flags(&cfg), r.container(t).Args)
 
 			oc := r.observer(t).Spec.Template.Spec.Containers[0]
 			if len(oc.Args) == 0 || oc.Args[0] != "observe" {
@@ -125,7 +125,7 @@ func TestChartChecksAgreeWithTheWebhooksValidation(t *testing.T) {
 			r := decode(t, rel)
 			cfg := config.Default()
 			cfg.Namespace = namespace
-			webhookErr := flagsErr(cfg.Flags(), r.container(t).Args)
+			webhookErr := flagsErr(config.Flags(&cfg), r.container(t).Args)
 			if webhookErr == nil {
 				ocfg := observer.Default()
 				ocfg.Namespace = namespace

@@ -1,0 +1,62 @@
+package observer
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDefaultConfigIsValid(t *testing.T) {
+	c := Default()
+	c.Namespace = "graceguard-system" // $POD_NAMESPACE in the chart
+	if err := c.Validate(); err != nil {
+		t.Fatalf("the documented defaults: %v", err)
+	}
+}
+
+// Each setting set wrong: the error names the flag of `webhook observe`
+// that sets it, the value as the flag prints it, and what is accepted.
+func TestConfigValidateNamesTheFlagTheValueAndWhatIsAccepted(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		want []string // nil: valid
+	}{
+		{name: "a namespace", edit: func(c *Config) {}},
+		{name: "no namespace to hold the Lease", edit: func(c *Config) { c.Namespace = "" },
+			want: []string{"--namespace: required with --leader-elect (the Lease's namespace; default $POD_NAMESPACE)"}},
+		{name: "no namespace and no leader election", edit: func(c *Config) { c.Namespace, c.LeaderElection = "", false }},
+		{name: "a flush interval under 10ms", edit: func(c *Config) { c.FlushInterval = time.Millisecond },
+			want: []string{"--flush-interval=1ms: want 10ms to 10m"}},
+		{name: "a flush interval over 10m", edit: func(c *Config) { c.FlushInterval = 11 * time.Minute },
+			want: []string{"--flush-interval=11m0s: want 10ms to 10m"}},
+		{name: "more samples than a report keeps", edit: func(c *Config) { c.MinSamples = 51 },
+			want: []string{"--min-samples=51: want 1 to 50 (a report keeps 50 samples)"}},
+		{name: "no samples", edit: func(c *Config) { c.MinSamples = 0 },
+			want: []string{"--min-samples=0: want 1 to 50"}},
+		{name: "a health port out of range", edit: func(c *Config) { c.HealthProbeBindAddress = ":99999" },
+			want: []string{`--health-probe-bind-address=:99999: port "99999" is not 0-65535; want host:port or :port`}},
+		{name: "health probes cannot be disabled", edit: func(c *Config) { c.HealthProbeBindAddress = "0" },
+			want: []string{`--health-probe-bind-address=0: address 0: missing port in address; want host:port or :port`}},
+		{name: "metrics disabled", edit: func(c *Config) { c.MetricsBindAddress = "0" }},
+		{name: "a metrics address without a port", edit: func(c *Config) { c.MetricsBindAddress = "localhost" },
+			want: []string{"--metrics-bind-address=localhost: address localhost: missing port in address; want host:port, :port or 0"}},
+		{name: "everything wrong at once", edit: func(c *Config) { c.Namespace, c.FlushInterval, c.MinSamples = "", 0, 99 },
+			want: []string{"--namespace: required", "--flush-interval=0s: want 10ms to 10m", "--min-samples=99: want 1 to 50"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Default()
+			c.Namespace = "x"
+			tc.edit(&c)
+			err := c.Validate()
+			if tc.want == nil && err != nil {
+				t.Errorf("Validate() = %v, want nil", err)
+			}
+			for _, w := range tc.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate() = %v, want it to say %q", err, w)
+				}
+			}
+		})
+	}
+}
