@@ -27,7 +27,6 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/graceguard/graceguard/internal/freeport"
-	"github.com/graceguard/graceguard/pkg/config"
 	"github.com/graceguard/graceguard/pkg/mutate"
 	"github.com/graceguard/graceguard/pkg/server"
 	"github.com/graceguard/graceguard/test/harness/chart"
@@ -47,7 +46,7 @@ type APIServerOptions struct {
 	EditWebhooks func(*chart.Webhooks)
 	// Configure adjusts the configuration of graceguard in this process
 	// before it starts.
-	Configure func(*config.Config)
+	Configure func(*server.Config)
 	// WebhookBinary, when set, is the webhook binary (cmd/webhook) to run
 	// as a process of its own instead (Webhook), with WebhookArgs after
 	// the flags that connect it; Configure does not apply then.
@@ -78,7 +77,7 @@ type APIServer struct {
 	Version string
 	// ServerConfig is what the graceguard server in this process runs
 	// with; Webhook is the graceguard process (WebhookBinary) instead.
-	ServerConfig config.Config
+	ServerConfig server.Config
 	Webhook      *Process
 	// WebhookURL is https://127.0.0.1:PORT, the graceguard server.
 	WebhookURL string
@@ -199,7 +198,7 @@ func assetsDir() string {
 // startInProcess runs graceguard's server in this process on port, as
 // cmd/webhook does with the chart's flags.
 func (a *APIServer) startInProcess(port int) error {
-	cfg := config.Default()
+	cfg := server.DefaultConfig()
 	cfg.Port = port
 	cfg.CertDir = a.CertDir
 	cfg.Namespace = a.o.ReleaseNamespace
