@@ -32,6 +32,8 @@ func TestGolden(t *testing.T) {
 		{"explain-namespace-in-input", []string{"explain", "-f", "testdata/explain-namespace-in-input.yaml"}, ""},
 		{"check-namespace-in-input", []string{"check", "-f", "testdata/explain-namespace-in-input.yaml"}, ""},
 		{"check-namespace-defined-twice", []string{"check", "-f", "testdata/namespace-twice.yaml"}, ""},
+		{"mutate-namespace-defined-twice", []string{"mutate", "-f", "testdata/namespace-twice.yaml"}, ""},
+		{"check-namespace-defined-twice-json", []string{"check", "-f", "testdata/namespace-twice.yaml", "-o", "json", "--fail-on", "warning"}, ""},
 		{"explain-opted-out-and-skipped", []string{"explain", "-f", "testdata/check.yaml", "--mode", "warn"}, ""},
 		// Manifests shaped like real ones (pkg/manifest/testdata).
 		{"check-ingress-nginx", []string{"check", "-f", "../manifest/testdata/ingress-nginx.yaml"}, ""},
