@@ -60,6 +60,8 @@ func TestGolden(t *testing.T) {
 		{"explain-platform-ceilings", []string{"explain", "-f", "testdata/explain-raise.yaml", "--karpenter-termination-grace-period=40s",
 			"--node-shutdown-grace-period=30s", "--node-shutdown-grace-period-critical-pods=15s"}, ""},
 		{"check-distroless-exec-hook", []string{"check", "-f", "testdata/check-distroless-hook.yaml"}, ""},
+		{"check-windows-prestop-exec", []string{"check", "-f", "testdata/windows-prestop-exec.yaml", "--prestop-handler", "exec"}, ""},
+		{"mutate-windows-prestop-exec", []string{"mutate", "-f", "testdata/windows-prestop-exec.yaml", "--prestop-handler", "exec"}, ""},
 		{"explain-assumptions", []string{"explain", "-f", "testdata/explain-assumptions.yaml", "--max-grace-period=10m"}, ""},
 		{"explain-waypoint-and-ambient-app", []string{"explain", "-f", "testdata/explain-waypoint.yaml"}, ""},
 		{"check-ceiling-deny", []string{"check", "-f", "testdata/explain-raise.yaml", "--karpenter-termination-grace-period=40s", "--karpenter-ceiling-action=deny"}, ""},
