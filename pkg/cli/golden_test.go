@@ -60,6 +60,8 @@ func TestGolden(t *testing.T) {
 		{"explain-platform-ceilings", []string{"explain", "-f", "testdata/explain-raise.yaml", "--karpenter-termination-grace-period=40s",
 			"--node-shutdown-grace-period=30s", "--node-shutdown-grace-period-critical-pods=15s"}, ""},
 		{"check-distroless-exec-hook", []string{"check", "-f", "testdata/check-distroless-hook.yaml"}, ""},
+		{"check-grace-zero-raised", []string{"check", "-f", "testdata/grace-zero.yaml"}, ""},
+		{"explain-grace-zero-raised", []string{"explain", "-f", "testdata/grace-zero.yaml"}, ""},
 		{"check-windows-prestop-exec", []string{"check", "-f", "testdata/windows-prestop-exec.yaml", "--prestop-handler", "exec"}, ""},
 		{"mutate-windows-prestop-exec", []string{"mutate", "-f", "testdata/windows-prestop-exec.yaml", "--prestop-handler", "exec"}, ""},
 		{"explain-assumptions", []string{"explain", "-f", "testdata/explain-assumptions.yaml", "--max-grace-period=10m"}, ""},

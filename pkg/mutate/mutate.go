@@ -182,8 +182,10 @@ func (d decision) apply(r *Report) {
 
 	if need := d.fit.Need; need > r.Grace {
 		if g := t.Spec.TerminationGracePeriodSeconds; g != nil && *g == 0 {
+			// 0 kills at once: no routing window, no drain, which is
+			// what graceguard is there to give. Raised, and said so.
 			r.warn(WarnZeroGraceRaised, t.SpecPath.Child("terminationGracePeriodSeconds"), "0",
-				"raised to %d (0 kills at once); to keep 0, set %s: \"false\"", need, AnnotationInject)
+				"0 raised to %d: 0 kills at once, no drain; opt the Pod out to keep 0", need)
 		}
 		r.Changes = append(r.Changes, Change{
 			Reason:  ChangeGrace,
