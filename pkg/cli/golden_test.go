@@ -57,6 +57,7 @@ func TestGolden(t *testing.T) {
 		{"explain-istio-before-injection", []string{"explain", "-f", "testdata/explain-istio.yaml"}, ""},
 		{"explain-istio-native", []string{"explain", "-f", "../mutate/testdata/pod-istio-native-injected.yaml"}, ""},
 		{"explain-linkerd-injected", []string{"explain", "-f", "../mutate/testdata/pod-linkerd-longer-wait-injected.yaml"}, ""},
+		{"explain-linkerd-native-default-injected", []string{"explain", "-f", "../mutate/testdata/pod-linkerd-native-default-injected.yaml"}, ""},
 		{"explain-platform-ceilings", []string{"explain", "-f", "testdata/explain-raise.yaml", "--karpenter-termination-grace-period=40s",
 			"--node-shutdown-grace-period=30s", "--node-shutdown-grace-period-critical-pods=15s"}, ""},
 		{"check-distroless-exec-hook", []string{"check", "-f", "testdata/check-distroless-hook.yaml"}, ""},
