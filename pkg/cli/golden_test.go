@@ -46,6 +46,7 @@ func TestGolden(t *testing.T) {
 		{"check-patches-skipped", []string{"check", "-f", "../manifest/testdata/kustomize-patch.yaml", "-f", "../manifest/testdata/cronjob-patch.yaml"}, ""},
 		{"check-legacy-versions-and-list", []string{"check", "-f", "../manifest/testdata/legacy-versions.yaml", "-f", "../manifest/testdata/list.yaml"}, ""},
 		{"check-every-problem-at-once", []string{"check", "-f", "../mutate/testdata/pod-every-problem-at-once.yaml", "-f", "../mutate/testdata/pod-probe-port-undeclared.yaml"}, ""},
+		{"mutate-empty-flow-mappings", []string{"mutate", "-f", "testdata/empty-flow-mappings.yaml"}, ""},
 		{"mutate-bookinfo", []string{"mutate", "-f", "../manifest/testdata/bookinfo.yaml"}, ""},
 		{"mutate-comments-keep-their-block", []string{"mutate", "-f", "../manifest/testdata/trailing-comments.yaml"}, ""},
 		{"check-json", []string{"check", "-f", "testdata/check.yaml", "-f", "../manifest/testdata/kustomize-patch.yaml", "-o", "json"}, ""},
