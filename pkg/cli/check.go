@@ -120,6 +120,9 @@ func writeCheck(w io.Writer, objs []object, t tally, hint string) error {
 		case verdictSkipped:
 			_, why := skipOf(o)
 			p.line("%s: skipped: %s", o.ref(), why)
+			for _, f := range findings(o) {
+				p.line("  %s: %s", f.Level, f.Message)
+			}
 			continue
 		}
 		v := o.res.Validation

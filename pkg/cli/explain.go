@@ -70,6 +70,11 @@ func explain(p *printer, o object) {
 		// An opted-out Pod is not skipped: its hooks are still checked.
 		_, why := skipOf(o)
 		p.line("%s: skipped: %s", o.ref(), why)
+		for _, f := range findings(o) {
+			for _, l := range wrap(f.Level+": "+f.Message, proseWidth) {
+				p.line("  %s", l)
+			}
+		}
 		return
 	}
 	m, v := o.res.Mutation, o.res.Validation

@@ -40,6 +40,9 @@ type object struct {
 	// (not a Kubernetes object, owned by a workload), before any webhook.
 	skip    mutate.Reason
 	skipWhy string
+	// notes are the plugin's own findings about the object, whatever its
+	// verdict (a Namespace defined again later in the input).
+	notes []finding
 }
 
 // nsState says where an object's namespace came from.
@@ -141,24 +144,15 @@ func (f *inputFlags) load(ctx context.Context, stdin io.Reader, errOut io.Writer
 	if len(docs) == 0 {
 		fmt.Fprintf(errOut, "note: no objects in %s\n", strings.Join(f.files, ", "))
 	}
-	twice := map[string]bool{}
 	objs := f.evaluate(docs, func(name string) (mutate.Namespace, *manifest.Document, bool) {
-		ns, ok := manifest.NamespaceIn(name, docs)
-		if !ok {
-			return ns, nil, false
-		}
 		defs := manifest.NamespaceDefinitions(name, docs)
-		last := &docs[defs[len(defs)-1].Index]
-		if differ(defs) && !twice[name] {
-			twice[name] = true
-			var where []string
-			for _, d := range defs {
-				where = append(where, docs[d.Index].Source)
-			}
-			fmt.Fprintf(errOut, "note: namespace %s is defined %d times with different labels or annotations (%s): graceguard reads the last, %s, as kubectl apply ends with it\n", name, len(defs), strings.Join(where, ", "), last.Source)
+		if len(defs) == 0 {
+			return mutate.Namespace{}, nil, false
 		}
-		return ns, last, true
+		last := defs[len(defs)-1]
+		return last.Namespace, &docs[last.Index], true
 	}, errOut)
+	noteRedefined(objs, docs)
 	// Each file's objects and problems, in the order they are written.
 	for _, file := range in.files {
 		n := len(file.Documents())
@@ -180,6 +174,37 @@ func (f *inputFlags) load(ctx context.Context, stdin io.Reader, errOut io.Writer
 	}
 	return in, nil
 }
+
+// noteRedefined warns on each Namespace document that a later one of the
+// same name replaces with other labels or annotations: kubectl apply ends
+// with the last definition, and graceguard reads that one (NamespaceIn),
+// so what the earlier one says applies to nothing. objs are the objects
+// of docs, in the same order.
+func noteRedefined(objs []object, docs []manifest.Document) {
+	done := map[string]bool{}
+	for _, d := range docs {
+		if d.Kind != "Namespace" || done[d.Name] {
+			continue
+		}
+		done[d.Name] = true
+		defs := manifest.NamespaceDefinitions(d.Name, docs)
+		if len(defs) < 2 || !differ(defs) {
+			continue
+		}
+		last := docs[defs[len(defs)-1].Index].Source
+		for _, def := range defs[:len(defs)-1] {
+			o := &objs[def.Index]
+			o.skip, o.skipWhy = manifest.SkipNotWorkload, "not a Pod or workload; replaced by its later definition, "+last
+			o.notes = append(o.notes, o.locate(finding{Level: levelWarning, Reason: warnNamespaceRedefined, Field: "metadata",
+				Message: fmt.Sprintf("metadata: namespace %s is defined again in %s with other labels or annotations; kubectl apply ends with the last definition, so graceguard reads %s and this one, %s, applies to nothing",
+					d.Name, last, last, docs[def.Index].Source)}))
+		}
+	}
+}
+
+// warnNamespaceRedefined: a Namespace a later document of the input
+// defines again, with other labels or annotations.
+const warnNamespaceRedefined mutate.Reason = "namespace-defined-again"
 
 // differ tells whether definitions of one namespace disagree on what
 // graceguard reads: its labels and annotations.

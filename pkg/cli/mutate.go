@@ -73,7 +73,6 @@ func reportToStderr(w io.Writer, o object) {
 			_, why := skipOf(o)
 			fmt.Fprintf(w, "note: %s: skipped: %s\n", o.ref(), why)
 		}
-		return
 	}
 	for _, f := range findings(o) {
 		label := "Warning"

@@ -95,6 +95,7 @@ func jsonObjectOf(o object) jsonObject {
 	case verdictSkipped:
 		r, why := skipOf(o)
 		j.Skip = &jsonSkip{r, why}
+		j.Findings = findings(o)
 		return j
 	}
 	m := o.res.Mutation
@@ -321,5 +322,14 @@ func reasonText(r mutate.Reason) string {
 	if t := mutate.Describe(r); t != "" {
 		return t
 	}
+	if t, ok := pluginReasons[r]; ok {
+		return t
+	}
 	return string(r)
+}
+
+// pluginReasons explain the reasons of the plugin's own findings, which
+// no webhook makes.
+var pluginReasons = map[mutate.Reason]string{
+	warnNamespaceRedefined: "A Namespace is defined again later in the input with other labels or annotations: kubectl apply ends with the last definition, which graceguard reads; the earlier one applies to nothing.",
 }

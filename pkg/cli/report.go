@@ -79,10 +79,10 @@ const skipNotObject mutate.Reason = "not-a-kubernetes-object"
 // webhooks as the API server would show them (in warn mode they include
 // what enforce mode would change or deny).
 func findings(o object) []finding {
+	out := slices.Clone(o.notes)
 	if !o.evaluated() || o.res.Validation.Skip != "" {
-		return nil
+		return out
 	}
-	var out []finding
 	v := o.res.Validation
 	if v.Err() != nil {
 		for _, f := range v.Violations {

@@ -215,3 +215,162 @@ func sameSet(a, b map[string]bool) bool {
 	}
 	return true
 }
+
+// commentKey stands for a comment's text in commentHomes: no manifest has
+// a key of this name.
+const commentKey = "zz-graceguard-comment"
+
+// commentHomes says, for each comment line of a stream (the n-th comment
+// line of the text at index n), which block it belongs to by its
+// indentation: the path the comment's text would have if it were
+// uncommented (the "#" and one space removed), found by putting a key of
+// that shape in its place and reading the document as kubectl does; a
+// commented-out sequence entry ("# - name: B") as an entry. The path is
+// "" where the comment says nothing (empty, in a block scalar, or its
+// place does not read with a key there). Graceguard adds no comments, so
+// the n-th comment of its output is the n-th of its input.
+func commentHomes(text string) []string {
+	lines := strings.SplitAfter(text, "\n")
+	spans, err := splitDocuments([]byte(text))
+	if err != nil {
+		return nil
+	}
+	// Line offsets, to find each line's document.
+	offsets := make([]int, len(lines)+1)
+	for i, l := range lines {
+		offsets[i+1] = offsets[i] + len(l)
+	}
+	var out []string
+	for i, l := range lines {
+		t := strings.TrimLeft(l, " ")
+		if !strings.HasPrefix(t, "#") {
+			continue
+		}
+		out = append(out, "")
+		body := strings.TrimPrefix(strings.TrimPrefix(strings.TrimRight(t, "\r\n"), "#"), " ")
+		words := strings.TrimLeft(body, " ")
+		if words == "" {
+			continue
+		}
+		col := len(l) - len(t) + len(body) - len(words)
+		key := commentKey + ": x"
+		if words == "-" || strings.HasPrefix(words, "- ") {
+			key = "- " + key
+		}
+		doc := -1
+		for n, s := range spans {
+			if offsets[i] >= s.start && offsets[i] < s.end {
+				doc = n
+			}
+		}
+		if doc < 0 {
+			continue
+		}
+		s := spans[doc]
+		nl := strings.TrimPrefix(l, strings.TrimRight(l, "\r\n"))
+		with := text[s.start:offsets[i]] + strings.Repeat(" ", col) + key + nl + text[offsets[i+1]:s.end]
+		raw, err := toJSON([]byte(with))
+		if err != nil {
+			continue
+		}
+		var v any
+		if json.Unmarshal(raw, &v) != nil {
+			continue
+		}
+		if p := keyPath(v, commentKey); p != "" {
+			out[len(out)-1] = fmt.Sprintf("#%d%s", doc+1, p)
+		}
+	}
+	return out
+}
+
+// keyPath returns the JSON pointer of the mapping that holds key, or "".
+func keyPath(v any, key string) string {
+	switch v := v.(type) {
+	case map[string]any:
+		if _, ok := v[key]; ok {
+			return "/"
+		}
+		for k, e := range v {
+			if p := keyPath(e, key); p != "" {
+				return "/" + k + strings.TrimSuffix(p, "/") + "/"
+			}
+		}
+	case []any:
+		for i, e := range v {
+			if p := keyPath(e, key); p != "" {
+				return fmt.Sprintf("/%d%s", i, strings.TrimSuffix(p, "/")) + "/"
+			}
+		}
+	}
+	return ""
+}
+
+// checkCommentHomes fails when a comment of in belongs, by its
+// indentation, to another block in out than in in.
+func checkCommentHomes(t *testing.T, name, in, out string) {
+	t.Helper()
+	before, after := commentHomes(in), commentHomes(out)
+	if len(before) != len(after) {
+		t.Fatalf("%s: %d comment lines before mutate, %d after:\n%s", name, len(before), len(after), out)
+	}
+	comments := commentLines(in)
+	for i := range before {
+		if before[i] != "" && before[i] != after[i] {
+			t.Errorf("%s: comment %q belongs to %s before mutate, to %s after:\n%s", name, strings.TrimSpace(comments[i]), before[i], after[i], out)
+		}
+	}
+}
+
+func commentLines(text string) []string {
+	var out []string
+	for _, l := range strings.SplitAfter(text, "\n") {
+		if strings.HasPrefix(strings.TrimLeft(l, " "), "#") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// TestEveryCommentKeepsItsBlock holds every comment of the fixtures, and
+// of the fixtures with a commented-out line at each block end, to its
+// block: read by its indentation as if uncommented, it belongs to the
+// same mapping or sequence after `mutate` as before, prose included.
+func TestEveryCommentKeepsItsBlock(t *testing.T) {
+	inputs, err := filepath.Glob("testdata/*.yaml")
+	if err != nil || len(inputs) == 0 {
+		t.Fatalf("no fixtures: %v", err)
+	}
+	homed := 0
+	for _, in := range inputs {
+		text := string(readTestFile(t, in).Text)
+		texts := []string{text}
+		lines := strings.SplitAfter(text, "\n")
+		for _, v := range commentedVariants(text) {
+			if strings.HasSuffix(lines[v.after], "\n") {
+				texts = append(texts, strings.Join(lines[:v.after+1], "")+v.comment+"\n"+strings.Join(lines[v.after+1:], ""))
+			}
+		}
+		for _, text := range texts {
+			f, err := ReadFile(strings.NewReader(text), in)
+			if err != nil {
+				continue
+			}
+			p, _ := mutateAll(t, f)
+			out, err := f.Render(p)
+			if err != nil {
+				t.Fatalf("%s: %v", in, err)
+			}
+			checkCommentHomes(t, in, text, string(out))
+			for _, h := range commentHomes(text) {
+				if h != "" {
+					homed++
+				}
+			}
+		}
+	}
+	if homed < 1000 {
+		t.Fatalf("only %d comments with a home checked", homed)
+	}
+	t.Logf("%d comments checked", homed)
+}

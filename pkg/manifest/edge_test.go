@@ -77,6 +77,26 @@ func TestRenderEdgeCases(t *testing.T) {
 			t.Errorf("fallbacks %d:\n%s", f.fallbacks, out)
 		}
 	})
+	t.Run("an empty template metadata: {} is written into in flow, as lifecycle: {} is", func(t *testing.T) {
+		in := "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  selector: {matchLabels: {app: web}}\n  template:\n" +
+			"    metadata: {}   # empty\n    spec:\n      containers:\n      - name: app\n        image: app:1\n        lifecycle: {}\n"
+		out, f := renderString(t, in)
+		if _, ok := additions(in, out); f.fallbacks != 0 || !ok ||
+			!strings.Contains(out, "    metadata: {annotations: {graceguard.io/budget: routing=5s work=20s cleanup=2s margin=3s grace=30s}}   # empty\n") ||
+			!strings.Contains(out, "        lifecycle: {preStop: {sleep: {seconds: 5}}}\n") {
+			t.Errorf("fallbacks %d:\n%s", f.fallbacks, out)
+		}
+	})
+	t.Run("a mapping the patch would drop a key of is re-encoded, not spliced", func(t *testing.T) {
+		// metadata: {creationTimestamp: null} is an empty ObjectMeta: the
+		// patch replaces it whole, without the null.
+		in := "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  selector: {matchLabels: {app: web}}\n  template:\n" +
+			"    metadata: {creationTimestamp: null}\n    spec:\n      containers:\n      - name: app\n        image: app:1\n"
+		out, f := renderString(t, in)
+		if f.fallbacks != 1 || strings.Contains(out, "creationTimestamp") {
+			t.Errorf("fallbacks %d:\n%s", f.fallbacks, out)
+		}
+	})
 	t.Run("a null member replaced by a mapping is re-encoded, comments kept", func(t *testing.T) {
 		in := strings.Replace(pod, "  name: web\n", "  name: web # the shop\n  annotations:\n", 1)
 		out, f := renderString(t, in)

@@ -12,8 +12,10 @@ import (
 // FuzzRender feeds arbitrary YAML streams (seeded with the realistic
 // fixtures) through the decisions and Render: whatever the text, Render
 // never fails on what ReadFile and Process accept, every document of its
-// output reads back as the webhook's patch applied to it, and documents
-// graceguard does not change are copied byte for byte.
+// output reads back as the webhook's patch applied to it, documents
+// graceguard does not change are copied byte for byte, and, where the
+// additions were spliced into the text, every comment still belongs, by
+// its indentation, to the block it belonged to (commentHomes).
 func FuzzRender(f *testing.F) {
 	seeds, _ := filepath.Glob("testdata/*.yaml")
 	for _, s := range seeds {
@@ -24,6 +26,7 @@ func FuzzRender(f *testing.F) {
 		f.Add(string(b))
 	}
 	f.Add("apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  containers:\n  - {name: c, image: i}\n")
+	f.Add("apiVersion: v1\nkind: Pod\nmetadata:\n  name: a\n  labels:\n    app: a\n    # team: payments\nspec:\n  containers:\n  - name: c\n    image: i\n    env:\n    - name: A\n    # - name: B\n  # - name: d\n# end\n")
 	f.Fuzz(func(t *testing.T, in string) {
 		file, err := ReadFile(strings.NewReader(in), "fuzz")
 		if err != nil {
@@ -72,6 +75,9 @@ func FuzzRender(f *testing.F) {
 			if len(c.ops(p)) == 0 && !c.JSON && !strings.Contains(string(out), string(file.Text[c.Start:c.End])) {
 				t.Fatalf("document %d changed although graceguard changes nothing in it", c.N)
 			}
+		}
+		if file.fallbacks == 0 && len(commentLines(in)) <= 200 {
+			checkCommentHomes(t, "fuzz", in, string(out))
 		}
 	})
 }

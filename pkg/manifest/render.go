@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -208,7 +209,9 @@ func splice(doc []byte, ops []mutate.Operation) ([]byte, error) {
 	if bytes.Contains(doc, []byte("\r\n")) {
 		nl = "\r\n"
 	}
-	for _, op := range ops {
+	for len(ops) > 0 {
+		op := ops[0]
+		ops = ops[1:]
 		root := parseNode(doc)
 		if root == nil || op.Operation != "add" {
 			return nil, errNotSpliced
@@ -222,6 +225,18 @@ func splice(doc []byte, ops []mutate.Operation) ([]byte, error) {
 			return nil, err
 		}
 		if old := lookup(parent, key); old != nil {
+			if old.Kind == kyaml.MappingNode {
+				// "add" of a mapping over one it only extends (an empty
+				// template's `metadata: {}` given its annotations): the
+				// keys it adds, each where any other would go, so the
+				// mapping keeps its style.
+				more, err := extend(old, op)
+				if err != nil {
+					return nil, err
+				}
+				ops = append(more, ops...)
+				continue
+			}
 			// "add" over a member replaces it: a raised grace period, a
 			// stale budget annotation.
 			if doc, err = replaceScalar(doc, old, value); err != nil {
@@ -240,6 +255,55 @@ func splice(doc []byte, ops []mutate.Operation) ([]byte, error) {
 		}
 	}
 	return doc, nil
+}
+
+// extend turns op, an "add" of a mapping over the mapping old, into the
+// operations that add what old lacks: a key old does not have, or, for a
+// key whose values are both mappings, what that one lacks. It fails
+// (errNotSpliced) when op would drop or change something old holds.
+func extend(old *kyaml.Node, op mutate.Operation) ([]mutate.Operation, error) {
+	var have any
+	if err := old.Decode(&have); err != nil {
+		return nil, errNotSpliced
+	}
+	var was, want map[string]any
+	if !asJSON(have, &was) || !asJSON(op.Value, &want) {
+		return nil, errNotSpliced
+	}
+	for k := range was {
+		if _, ok := want[k]; !ok {
+			return nil, errNotSpliced
+		}
+	}
+	keys := make([]string, 0, len(want))
+	for k := range want {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []mutate.Operation
+	for _, k := range keys {
+		path := op.Path + "/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(k)
+		v, ok := was[k]
+		switch {
+		case !ok:
+		case reflect.DeepEqual(v, want[k]):
+			continue
+		default:
+			_, oldMap := v.(map[string]any)
+			_, newMap := want[k].(map[string]any)
+			if !oldMap || !newMap {
+				return nil, errNotSpliced
+			}
+		}
+		out = append(out, mutate.Operation{Operation: "add", Path: path, Value: want[k]})
+	}
+	return out, nil
+}
+
+// asJSON reads v as JSON reads it into out.
+func asJSON(v any, out any) bool {
+	b, err := json.Marshal(v)
+	return err == nil && json.Unmarshal(b, out) == nil
 }
 
 // insertBlock adds entry as the last key of a block mapping: after the

@@ -59,8 +59,12 @@ var meshCases = []meshCase{
 	{name: "linkerd-native", what: "Linkerd native sidecar by annotation: no wait annotation, nothing on the proxy",
 		injector: meshtest.Injector{Mesh: meshtest.Linkerd}, nsLabels: map[string]string{mutate.LabelInject: mutate.LabelInjectEnabled}, nsAnn: linkerdNSAnn,
 		podAnn: map[string]string{mutate.AnnotationLinkerdNativeSidecar: "true"}, injectedInput: "pod-linkerd-native-injected"},
-	{name: "linkerd-native-by-default", what: "Linkerd native sidecars cluster-wide (invisible to graceguard): the wait annotation is set and ignored by Linkerd, both orders alike",
-		injector: meshtest.Injector{Mesh: meshtest.Linkerd, Native: true}, nsLabels: map[string]string{mutate.LabelInject: mutate.LabelInjectEnabled}, nsAnn: linkerdNSAnn},
+	{name: "linkerd-native-by-default", what: "Linkerd native sidecars cluster-wide (its default, invisible to graceguard before injection): no wait annotation in either order, the proxy budgeted 0s",
+		injector: meshtest.Injector{Mesh: meshtest.Linkerd, Native: true}, nsLabels: map[string]string{mutate.LabelInject: mutate.LabelInjectEnabled}, nsAnn: linkerdNSAnn,
+		injectedInput: "pod-linkerd-native-default-injected"},
+	{name: "linkerd-native-default-namespace-wait", what: "Linkerd's default native sidecar in a namespace with a wait annotation: graceguard sets none, warns that Linkerd ignores the namespace's",
+		injector: meshtest.Injector{Mesh: meshtest.Linkerd, Native: true}, nsLabels: map[string]string{mutate.LabelInject: mutate.LabelInjectEnabled},
+		nsAnn: map[string]string{mutate.AnnotationLinkerdInject: "enabled", mutate.AnnotationLinkerdWaitBeforeExit: "40"}},
 	{name: "istio-drain-1m", what: "terminationDrainDuration 1m, as Istio reads it (Go duration; PROXY_CONFIG carries 60s): admitted, the proxy term is 60s",
 		injector: meshtest.Injector{Mesh: meshtest.Istio}, nsLabels: istioNS,
 		podAnn: map[string]string{mutate.AnnotationIstioProxyConfig: "terminationDrainDuration: 1m"}},
@@ -170,6 +174,18 @@ func TestMeshInjectionOrder(t *testing.T) {
 				t.Errorf("grace %d below the budget %s", g, rb.Budget.Arithmetic())
 			}
 
+			// A native linkerd-proxy ignores proxy-wait-before-exit-seconds
+			// (docs/meshes.md): graceguard must not set it in either order,
+			// or its own record contradicts the proxy's 0s term.
+			if rb.Mesh != nil && rb.Mesh.Mesh == mutate.MeshLinkerd && rb.Mesh.Native {
+				for _, r := range []*mutate.Report{r1, r2, rb} {
+					for _, c := range r.Changes {
+						if c.Reason == mutate.ChangeMeshAnnotation {
+							t.Errorf("a native Linkerd proxy got %s", c)
+						}
+					}
+				}
+			}
 			if mc.injectedInput != "" {
 				checkInjectedInput(t, mc, injected)
 			}

@@ -137,7 +137,7 @@ func (s Settings) sleepFor(c container) *corev1.LifecycleHandler {
 	if s.PreStop == PreStopNone || seconds == 0 {
 		return nil
 	}
-	if s.PreStop == PreStopExec && !s.windows {
+	if s.PreStop == PreStopExec && !s.windowsSleep() {
 		return &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sleep", strconv.FormatInt(seconds, 10)}}}
 	}
 	return &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: seconds}}
@@ -149,6 +149,7 @@ func (s Settings) sleepFor(c container) *corev1.LifecycleHandler {
 // mutation it only records how the containers stop.
 func (d decision) apply(r *Report) {
 	t, s := d.t, d.s
+	var firstHook *field.Path
 	for _, c := range d.targets {
 		h := s.sleepFor(c)
 		if h == nil || !d.ok {
@@ -156,12 +157,19 @@ func (d decision) apply(r *Report) {
 			continue
 		}
 		summary := preStopLength(h).Desc
-		if s.PreStop == PreStopExec && s.windows {
+		if s.windowsSleep() {
 			summary += " (the sleep action, not exec: a Windows image has no sleep command)"
 		}
-		r.Changes = append(r.Changes, Change{Reason: ChangePreStop, Path: c.path.Child("lifecycle", "preStop"), Summary: summary,
+		path := c.path.Child("lifecycle", "preStop")
+		if firstHook == nil {
+			firstHook = path
+		}
+		r.Changes = append(r.Changes, Change{Reason: ChangePreStop, Path: path, Summary: summary,
 			Op: setPreStop(c, h)})
 		r.Stops = append(r.Stops, stopOf(c, true))
+	}
+	if firstHook != nil {
+		warnWindowsSleep(s, firstHook, r)
 	}
 	if !d.ok {
 		return
@@ -174,8 +182,10 @@ func (d decision) apply(r *Report) {
 
 	if need := d.fit.Need; need > r.Grace {
 		if g := t.Spec.TerminationGracePeriodSeconds; g != nil && *g == 0 {
+			// 0 kills at once: no routing window, no drain, which is
+			// what graceguard is there to give. Raised, and said so.
 			r.warn(WarnZeroGraceRaised, t.SpecPath.Child("terminationGracePeriodSeconds"), "0",
-				"raised to %d (0 kills at once); to keep 0, set %s: \"false\"", need, AnnotationInject)
+				"0 raised to %d: 0 kills at once, no drain; opt the Pod out to keep 0", need)
 		}
 		r.Changes = append(r.Changes, Change{
 			Reason:  ChangeGrace,

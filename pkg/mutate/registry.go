@@ -153,7 +153,7 @@ var Keys = []Key{
 		Term:  budget.Margin, set: setTerm(budget.Margin)},
 	{Name: AnnotationPreStop, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
 		Doc: &KeyDoc{
-			Meaning: "`sleep`: native `lifecycle.preStop.sleep` (GA in 1.34); `exec`: `[\"sleep\",\"N\"]`, needs a `sleep` binary in the image (distroless and scratch images lack it: `prestop-binary-may-be-missing` warns where the image's name says so; a Windows Pod (`spec.os.name: windows`, or a node selector `kubernetes.io/os: windows`) gets the sleep action instead, as Windows images have no `sleep`); `none`: no hook, the budget still applies and the app must keep serving for the routing delay after SIGTERM itself",
+			Meaning: "`sleep`: native `lifecycle.preStop.sleep` (GA in 1.34); `exec`: `[\"sleep\",\"N\"]`, needs a `sleep` binary in the image (distroless and scratch images lack it: `prestop-binary-may-be-missing` warns where the image's name says so; a Windows Pod (`spec.os.name: windows`, or a node selector `kubernetes.io/os: windows`) gets the sleep action instead, as Windows images have no `sleep`, and the warning `windows-sleep-action` says so); `none`: no hook, the budget still applies and the app must keep serving for the routing delay after SIGTERM itself",
 			Summary: "`sleep` (native sleep action), `exec` (`[\"sleep\",\"N\"]`; the sleep action on Windows Pods), `none` (no hook; budget still applies)",
 			Default: "`sleep`", Flag: "--" + flags.PreStopHandler,
 		},

@@ -60,6 +60,9 @@ const (
 	// proxy, which is never treated as an app container.
 	WarnMeshSettingIgnored Reason = "mesh-setting-ignored"
 	WarnMeshProxyNamed     Reason = "mesh-proxy-named"
+	// WarnWindowsSleepAction: the exec handler was asked for a Windows
+	// Pod, which gets the sleep action instead (windows.go).
+	WarnWindowsSleepAction Reason = "windows-sleep-action"
 )
 
 // Why an object is denied (or, in warn mode, would be).
@@ -89,7 +92,7 @@ var AllReasons = []Reason{
 	SkipNotOptedIn, SkipExcluded, SkipMirrorPod, SkipOptedOut, SkipNotApplicable,
 	ChangePreStop, ChangeGrace, ChangeReadiness, ChangeLiveness, ChangeBudget, ChangeTreated, ChangeProxyWait, ChangeMeshAnnotation,
 	WarnShellForm, WarnLivenessIsReadiness, WarnNoReadiness, WarnHookUnknownLength, WarnNoProbePort, WarnWouldChange, WarnAutoWork,
-	WarnMeshProbes, WarnOverCeiling, WarnMeshSettingIgnored, WarnMeshProxyNamed, WarnZeroGraceRaised, WarnHookBinaryMissing,
+	WarnMeshProbes, WarnOverCeiling, WarnMeshSettingIgnored, WarnMeshProxyNamed, WarnZeroGraceRaised, WarnHookBinaryMissing, WarnWindowsSleepAction,
 	DenyHookExceedsGrace, DenyBudgetExceedsGrace, DenyBudgetOverCap, DenyInvalidAnnotation, DenyInvalidNamespace, DenyNotMutated, DenyTooManyContainers, DenyTooLarge,
 	DenyProxyExitsEarly, DenyInvalidMeshSetting, DenyOverCeiling, DenyStopSignalKills,
 }

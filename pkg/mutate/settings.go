@@ -168,10 +168,13 @@ type Settings struct {
 	// selector asks for kubernetes.io/os: windows: its
 	// images have no sleep command, so an exec handler is written as the
 	// sleep action, which the kubelet runs itself.
-	windows  bool
-	maxGrace time.Duration
-	ceilings []budget.Ceiling
-	profiles []budget.Profile
+	windows bool
+	// preStopAt is where graceguard.io/prestop set PreStop; nil when it is
+	// the cluster's --prestop-handler.
+	preStopAt *field.Path
+	maxGrace  time.Duration
+	ceilings  []budget.Ceiling
+	profiles  []budget.Profile
 	// floorAt and ceilingAt are where max-work: auto's floor and ceiling
 	// were set (a zero at: their default).
 	floorAt, ceilingAt at
@@ -333,7 +336,7 @@ func setPreStopHandler(s *Settings, v string, a at) *Finding {
 	if err != nil {
 		return &Finding{a.reason, field.NotSupported(a.path, clip(v), []string{string(PreStopSleep), string(PreStopExec), string(PreStopNone)})}
 	}
-	s.PreStop = h
+	s.PreStop, s.preStopAt = h, a.path
 	return nil
 }
 

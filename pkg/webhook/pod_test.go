@@ -62,6 +62,28 @@ func TestMutatePod(t *testing.T) {
 			warnings:  []string{"spec.containers[0].readinessProbe: serving container has none; set graceguard.io/readiness-path"},
 		},
 		{
+			name: "a Windows Pod asking for exec gets the sleep action (Windows images have no sleep), and a warning",
+			review: create(nsEnforce, strings.Replace(pod("iis", 30, map[string]string{mutate.AnnotationPreStop: "exec"}, ""),
+				`"spec":{`, `"spec":{"os":{"name":"windows"},`, 1)),
+			wantPatch: `[
+				{"op":"add","path":"/spec/containers/0/lifecycle","value":{"preStop":{"sleep":{"seconds":5}}}},
+				{"op":"add","path":"/metadata/annotations/graceguard.io~1budget","value":"routing=5s work=20s cleanup=2s margin=3s grace=30s"},
+				{"op":"add","path":"/metadata/labels","value":{"graceguard.io/treated":"true"}}
+			]`,
+			warnings: []string{"metadata.annotations[graceguard.io/prestop]: Windows: sleep action, not exec (no sleep binary)"},
+		},
+		{
+			name: "a Pod on Windows nodes only by its node selector is a Windows Pod too",
+			review: create(nsEnforce, strings.Replace(pod("iis", 30, map[string]string{mutate.AnnotationPreStop: "exec"}, ""),
+				`"spec":{`, `"spec":{"nodeSelector":{"kubernetes.io/os":"windows","pool":"iis"},`, 1)),
+			wantPatch: `[
+				{"op":"add","path":"/spec/containers/0/lifecycle","value":{"preStop":{"sleep":{"seconds":5}}}},
+				{"op":"add","path":"/metadata/annotations/graceguard.io~1budget","value":"routing=5s work=20s cleanup=2s margin=3s grace=30s"},
+				{"op":"add","path":"/metadata/labels","value":{"graceguard.io/treated":"true"}}
+			]`,
+			warnings: []string{"metadata.annotations[graceguard.io/prestop]: Windows: sleep action, not exec (no sleep binary)"},
+		},
+		{
 			name:     "a Pod in a warn-mode namespace gets warnings saying what enforce would set, and no patch",
 			review:   create(nsWarn, pod("web", 30, nil, "")),
 			warnings: []string{"enforce would set spec.containers[0].lifecycle.preStop: sleep 5s"},
