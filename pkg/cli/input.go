@@ -177,7 +177,7 @@ func (f *inputFlags) load(ctx context.Context, stdin io.Reader, errOut io.Writer
 
 // noteRedefined warns on each Namespace document that a later one of the
 // same name replaces with other labels or annotations: kubectl apply ends
-// with the last definition, and graceguard reads that one (NamespaceIn),
+// with the last definition, and graceguard reads that one (the last of NamespaceDefinitions),
 // so what the earlier one says applies to nothing. objs are the objects
 // of docs, in the same order.
 func noteRedefined(objs []object, docs []manifest.Document) {

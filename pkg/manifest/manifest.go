@@ -275,17 +275,6 @@ func ApplyPatch(doc []byte, ops []mutate.Operation) ([]byte, error) {
 	return p.Apply(doc)
 }
 
-// NamespaceIn returns the Namespace document of that name in docs, as
-// graceguard reads it. A namespace defined more than once is read from its
-// last definition, the one `kubectl apply` ends with.
-func NamespaceIn(name string, docs []Document) (mutate.Namespace, bool) {
-	defs := NamespaceDefinitions(name, docs)
-	if len(defs) == 0 {
-		return mutate.Namespace{}, false
-	}
-	return defs[len(defs)-1].Namespace, true
-}
-
 // NamespaceDefinition is one Namespace document of a name, as graceguard
 // reads it.
 type NamespaceDefinition struct {

@@ -333,10 +333,11 @@ func FuzzReaderReadsLikeTheAPIMachinery(f *testing.F) {
 	})
 }
 
-// namespaceFor is the Namespace of that name in docs, else one opted in.
+// namespaceFor is the last Namespace of that name in docs (what kubectl
+// apply ends with), else one opted in.
 func namespaceFor(name string, docs []manifest.Document) mutate.Namespace {
-	if ns, ok := manifest.NamespaceIn(name, docs); ok {
-		return ns
+	if defs := manifest.NamespaceDefinitions(name, docs); len(defs) > 0 {
+		return defs[len(defs)-1].Namespace
 	}
 	return mutate.Namespace{Name: name, Labels: map[string]string{mutate.LabelInject: mutate.LabelInjectEnabled}}
 }
