@@ -164,7 +164,7 @@ e2e: ## End-to-end on the real node: cluster up, Helm install, seed lab, rollout
 
 .PHONY: test-cluster
 test-cluster: ## Smoke-test the local cluster harness (root; ~30 s warm, ~5 min cold).
-	$(GO) -C test test -tags e2e ./harness/testcluster/ -v -timeout 30m
+	$(GO) -C test test -tags e2e ./harness/cluster/ -v -timeout 30m
 
 ##@ Packaging
 

@@ -1,7 +1,7 @@
 // Command cluster runs graceguard's local single-node test cluster (real
 // etcd, kube-apiserver, kube-controller-manager, containerd and kubelet on
 // this Linux machine, as root; no Docker). It is a thin CLI over the
-// test/harness/testcluster package, which the e2e suites call directly.
+// test/harness/cluster package, which the e2e suites call directly.
 //
 //	go -C hack run ./cluster up            # build/cache what is missing, start, wait for Ready;
 //	                                    # prints the admin kubeconfig path on stdout
@@ -28,8 +28,8 @@ import (
 	"time"
 
 	"github.com/graceguard/graceguard/hack/internal/repo"
+	"github.com/graceguard/graceguard/test/harness/cluster"
 	"github.com/graceguard/graceguard/test/harness/ocipack"
-	"github.com/graceguard/graceguard/test/harness/testcluster"
 )
 
 const usage = `usage: go -C hack run ./cluster COMMAND [flags]
@@ -56,7 +56,7 @@ func main() {
 	log.SetFlags(log.Ltime | log.Lmicroseconds)
 	log.SetPrefix("cluster: ")
 	if len(os.Args) < 2 {
-		fmt.Fprintf(os.Stderr, usage, testcluster.NodeName)
+		fmt.Fprintf(os.Stderr, usage, cluster.NodeName)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -72,7 +72,7 @@ func main() {
 
 func run(ctx context.Context, command string, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet(command, flag.ContinueOnError)
-	var opts testcluster.Options
+	var opts cluster.Options
 	fs.StringVar(&opts.Dir, "dir", "", "run directory (default $GG_CLUSTER_DIR, else <repo>/bin/cluster)")
 	switch command {
 	case "up":
@@ -81,13 +81,13 @@ func run(ctx context.Context, command string, args []string, stdout io.Writer) e
 		if err := fs.Parse(args); err != nil {
 			return err
 		}
-		c, err := testcluster.Up(ctx, opts)
+		c, err := cluster.Up(ctx, opts)
 		if err != nil {
 			return err
 		}
 		log.Printf("export KUBECONFIG=%s   # kubectl: %s", c.Kubeconfig, c.Kubectl)
 		if !c.Scheduler {
-			log.Printf("no kube-scheduler binary: Pods need spec.nodeName: %s", testcluster.NodeName)
+			log.Printf("no kube-scheduler binary: Pods need spec.nodeName: %s", cluster.NodeName)
 		}
 		fmt.Fprintln(stdout, c.Kubeconfig)
 		return nil
@@ -96,13 +96,13 @@ func run(ctx context.Context, command string, args []string, stdout io.Writer) e
 		if err := fs.Parse(args); err != nil {
 			return err
 		}
-		return testcluster.Down(ctx, opts)
+		return cluster.Down(ctx, opts)
 
 	case "status":
 		if err := fs.Parse(args); err != nil {
 			return err
 		}
-		s, err := testcluster.Status(ctx, opts)
+		s, err := cluster.Status(ctx, opts)
 		if err != nil {
 			return err
 		}
@@ -117,7 +117,7 @@ func run(ctx context.Context, command string, args []string, stdout io.Writer) e
 			}
 			fmt.Fprintf(stdout, "  %-24s pid %-7d %-12s %s\n", c.Name, c.PID, state, c.Log)
 		}
-		fmt.Fprintf(stdout, "node %s Ready: %v\n", testcluster.NodeName, s.NodeReady)
+		fmt.Fprintf(stdout, "node %s Ready: %v\n", cluster.NodeName, s.NodeReady)
 		for _, l := range s.Leftovers {
 			fmt.Fprintf(stdout, "leftover: %s\n", l)
 		}
@@ -130,7 +130,7 @@ func run(ctx context.Context, command string, args []string, stdout io.Writer) e
 		if err := fs.Parse(args); err != nil {
 			return err
 		}
-		s, err := testcluster.Status(ctx, opts)
+		s, err := cluster.Status(ctx, opts)
 		if err != nil {
 			return err
 		}
@@ -170,7 +170,7 @@ func run(ctx context.Context, command string, args []string, stdout io.Writer) e
 		}
 		log.Printf("%s %s -> %s", res.Name, res.Digest, res.Archive)
 		if doImport {
-			c, err := testcluster.Attach(ctx, opts)
+			c, err := cluster.Attach(ctx, opts)
 			if err != nil {
 				return err
 			}
@@ -188,7 +188,7 @@ func run(ctx context.Context, command string, args []string, stdout io.Writer) e
 		if fs.NArg() == 0 {
 			return errors.New("import: name at least one archive")
 		}
-		c, err := testcluster.Attach(ctx, opts)
+		c, err := cluster.Attach(ctx, opts)
 		if err != nil {
 			return err
 		}
@@ -200,9 +200,9 @@ func run(ctx context.Context, command string, args []string, stdout io.Writer) e
 		return nil
 
 	case "-h", "--help", "help":
-		fmt.Fprintf(os.Stderr, usage, testcluster.NodeName)
+		fmt.Fprintf(os.Stderr, usage, cluster.NodeName)
 		return nil
 	}
-	fmt.Fprintf(os.Stderr, usage, testcluster.NodeName)
+	fmt.Fprintf(os.Stderr, usage, cluster.NodeName)
 	return fmt.Errorf("unknown command %q", command)
 }

@@ -39,7 +39,7 @@ import (
 	"github.com/graceguard/graceguard/pkg/cli"
 	"github.com/graceguard/graceguard/pkg/manifest"
 	"github.com/graceguard/graceguard/pkg/mutate"
-	"github.com/graceguard/graceguard/test/harness/testcluster"
+	"github.com/graceguard/graceguard/test/harness/apiserver"
 )
 
 func main() {
@@ -67,7 +67,7 @@ func run(ctx context.Context, out io.Writer, examplesDir string, wait bool) (err
 
 	fmt.Fprintln(out, "== graceguard demo: a real kube-apiserver and etcd on this machine, graceguard's webhooks from charts/graceguard")
 	start := time.Now()
-	cp, err := testcluster.StartAPIServer(ctx, testcluster.APIServerOptions{})
+	cp, err := apiserver.StartAPIServer(ctx, apiserver.APIServerOptions{})
 	if err != nil {
 		return err
 	}
@@ -251,7 +251,7 @@ func comment(data []byte) string {
 }
 
 // serve keeps the control plane up with a kubeconfig for kubectl.
-func serve(ctx context.Context, out io.Writer, cp *testcluster.APIServer) error {
+func serve(ctx context.Context, out io.Writer, cp *apiserver.APIServer) error {
 	dir, err := os.MkdirTemp("", "graceguard-demo-")
 	if err != nil {
 		return err

@@ -24,8 +24,8 @@ import (
 	"github.com/graceguard/graceguard/internal/freeport"
 	"github.com/graceguard/graceguard/pkg/mutate"
 	"github.com/graceguard/graceguard/pkg/webhook"
+	"github.com/graceguard/graceguard/test/harness/apiserver"
 	"github.com/graceguard/graceguard/test/harness/chart"
-	"github.com/graceguard/graceguard/test/harness/testcluster"
 )
 
 // releaseNamespace is graceguard's own namespace in the rendered chart.
@@ -48,19 +48,19 @@ func buildBinaries(ctx context.Context, root, dir string, log io.Writer) (webhoo
 	return webhookBin, noopBin, nil
 }
 
-// cluster is a kube-apiserver and etcd (testcluster.StartAPIServer) with
+// cluster is a kube-apiserver and etcd (apiserver.StartAPIServer) with
 // the chart's webhook configurations pointed at the real graceguard
 // binary, plus a second graceguard serving HTTP/2 and the no-op baseline
 // beside it, all sharing the API server's serving certificate.
 type cluster struct {
-	*testcluster.APIServer
+	*apiserver.APIServer
 	// rest and kube act as the admin, with rate limits high enough to
 	// create thousands of Pods a second.
 	rest *rest.Config
 	kube kubernetes.Interface
-	noop *testcluster.Process
+	noop *apiserver.Process
 	// http2 is a second graceguard, served with --enable-http2 (ArmHTTP2).
-	http2 *testcluster.Process
+	http2 *apiserver.Process
 	// noopURL and http2URL are https://127.0.0.1:PORT.
 	noopURL, http2URL string
 }
@@ -72,7 +72,7 @@ type cluster struct {
 // baseline answers a review.
 func startCluster(ctx context.Context, assets, dir, webhookBin, noopBin string) (_ *cluster, err error) {
 	c := &cluster{}
-	c.APIServer, err = testcluster.StartAPIServer(ctx, testcluster.APIServerOptions{
+	c.APIServer, err = apiserver.StartAPIServer(ctx, apiserver.APIServerOptions{
 		AssetsDir: assets, ReleaseNamespace: releaseNamespace, Dir: dir, WebhookBinary: webhookBin,
 		EditWebhooks: func(w *chart.Webhooks) { excludeArms(*w, ArmNoopChart, ArmNoopPatch, ArmTwoCalls, ArmHTTP2) },
 	})
@@ -129,7 +129,7 @@ func (c *cluster) createNamespace(ctx context.Context, name string, optedIn bool
 }
 
 // waitAnswering waits until url answers a review allowed.
-func (c *cluster) waitAnswering(ctx context.Context, p *testcluster.Process, url string, timeout time.Duration) error {
+func (c *cluster) waitAnswering(ctx context.Context, p *apiserver.Process, url string, timeout time.Duration) error {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(c.CA)
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
@@ -165,7 +165,7 @@ func (c *cluster) waitAnswering(ctx context.Context, p *testcluster.Process, url
 // (Go returns memory to the OS slowly: a run after an overloaded one would
 // report that one's RSS).
 func (c *cluster) restart(ctx context.Context) error {
-	for _, p := range []*testcluster.Process{c.Webhook, c.http2, c.noop} {
+	for _, p := range []*apiserver.Process{c.Webhook, c.http2, c.noop} {
 		if err := p.Stop(); err != nil {
 			return err
 		}

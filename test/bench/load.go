@@ -12,7 +12,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/graceguard/graceguard/test/harness/testcluster"
+	"github.com/graceguard/graceguard/test/harness/apiserver"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 )
 
@@ -21,7 +21,7 @@ import (
 type target struct {
 	name string
 	url  string
-	proc *testcluster.Process
+	proc *apiserver.Process
 	body []byte
 	// wantPatch: a correct answer carries a JSON patch (graceguard
 	// mutates the review's Pod); the baseline answers allowed, unpatched.
@@ -32,7 +32,7 @@ type target struct {
 	client *http.Client
 }
 
-func newTarget(name, url string, proc *testcluster.Process, body, ca []byte, wantPatch bool) (*target, error) {
+func newTarget(name, url string, proc *apiserver.Process, body, ca []byte, wantPatch bool) (*target, error) {
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(ca) {
 		return nil, fmt.Errorf("%s: no CA certificate to trust", name)

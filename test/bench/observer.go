@@ -29,7 +29,7 @@ import (
 	"github.com/graceguard/graceguard/internal/fixture"
 	"github.com/graceguard/graceguard/internal/freeport"
 	"github.com/graceguard/graceguard/pkg/mutate"
-	"github.com/graceguard/graceguard/test/harness/testcluster"
+	"github.com/graceguard/graceguard/test/harness/apiserver"
 )
 
 // Namespaces of the observer phase.
@@ -85,14 +85,14 @@ func (r *Results) observerPhase(ctx context.Context, o Options, c *cluster, webh
 	}
 	obsMetrics := "http://127.0.0.1:" + strconv.Itoa(ports[0]) + "/metrics"
 	allMetrics := "http://127.0.0.1:" + strconv.Itoa(ports[2]) + "/metrics"
-	obs, err := testcluster.StartProcess("graceguard observer", filepath.Join(dir, "observer.log"), webhookBin, "observe",
+	obs, err := apiserver.StartProcess("graceguard observer", filepath.Join(dir, "observer.log"), webhookBin, "observe",
 		"--kubeconfig="+kubeconfig, "--leader-elect=false", "--flush-interval="+obsFlush.String(),
 		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports[0]), "--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(ports[1]))
 	if err != nil {
 		return err
 	}
 	defer func() { _ = obs.Stop() }()
-	all, err := testcluster.StartProcess("all-Pods cache", filepath.Join(dir, "podcache.log"), podcacheBin,
+	all, err := apiserver.StartProcess("all-Pods cache", filepath.Join(dir, "podcache.log"), podcacheBin,
 		"--kubeconfig="+kubeconfig, "--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports[2]))
 	if err != nil {
 		return err
@@ -102,7 +102,7 @@ func (r *Results) observerPhase(ctx context.Context, o Options, c *cluster, webh
 	step := func(name string, wantObserved, wantAll int) error {
 		s := ObserverStep{Name: name}
 		for _, x := range []struct {
-			p       *testcluster.Process
+			p       *apiserver.Process
 			url     string
 			gauge   string
 			want    int
@@ -161,7 +161,7 @@ func (r *Results) observerPhase(ctx context.Context, o Options, c *cluster, webh
 	}
 
 	logf("observer: deleting treated Pods at %d/s for %s, each replaced", o.ObserverRate, o.ObserverChurn)
-	ch, err := c.churn(ctx, o, live, owners, []*testcluster.Process{obs, all})
+	ch, err := c.churn(ctx, o, live, owners, []*apiserver.Process{obs, all})
 	if err != nil {
 		return err
 	}
@@ -322,7 +322,7 @@ func (c *cluster) runningPod(ctx context.Context, ns, name string, i int, owners
 // (every container exited 0, 7 s after the delete), the delete with grace
 // 0; each is replaced by a new treated Pod so the count stays. It measures
 // the CPU time and peak RSS of procs over that time.
-func (c *cluster) churn(ctx context.Context, o Options, live []livePod, owners []rsOwner, procs []*testcluster.Process) (*Churn, error) {
+func (c *cluster) churn(ctx context.Context, o Options, live []livePod, owners []rsOwner, procs []*apiserver.Process) (*Churn, error) {
 	ch := &Churn{TargetRate: o.ObserverRate}
 	queue := make(chan livePod, len(live)+o.ObserverRate*int(o.ObserverChurn.Seconds())+1)
 	for _, p := range live {

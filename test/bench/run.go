@@ -16,7 +16,7 @@ import (
 
 	"github.com/graceguard/graceguard/internal/fixture"
 	"github.com/graceguard/graceguard/pkg/webhook"
-	"github.com/graceguard/graceguard/test/harness/testcluster"
+	"github.com/graceguard/graceguard/test/harness/apiserver"
 )
 
 // Options configure a run; cmd/bench binds them to flags.
@@ -224,7 +224,7 @@ func (r *Results) cluster(ctx context.Context, o Options, logf func(string, ...a
 					t.name, rateName(s.rate, s.workers), lr.Throughput, lr.Latency.P50, lr.Latency.P99, lr.Latency.P999, lr.Errors,
 					lr.Cores, lr.CPUPerRequestUs, lr.PeakRSSMiB)
 				r.Load = append(r.Load, lr)
-				for _, p := range []*testcluster.Process{c.Webhook, c.noop} {
+				for _, p := range []*apiserver.Process{c.Webhook, c.noop} {
 					if err := p.Exited(); err != nil {
 						return err
 					}

@@ -33,8 +33,8 @@ import (
 
 	"github.com/graceguard/graceguard/internal/freeport"
 	"github.com/graceguard/graceguard/pkg/mutate"
+	"github.com/graceguard/graceguard/test/harness/apiserver"
 	"github.com/graceguard/graceguard/test/harness/chart"
-	"github.com/graceguard/graceguard/test/harness/testcluster"
 )
 
 const (
@@ -111,7 +111,7 @@ var _ = Describe("cert-manager mode", Ordered, func() {
 		sa := "system:serviceaccount:" + releaseNS + ":" + d.Spec.Template.Spec.ServiceAccountName
 		port, health = startReplica(d.Spec.Template.Spec.Containers[0].Args, dir, writeKubeconfig(restConfig, sa))
 		network.route(service, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		Eventually(func() int { return testcluster.Readyz(health) }, time.Minute, 100*time.Millisecond).Should(Equal(http.StatusOK))
+		Eventually(func() int { return apiserver.Readyz(health) }, time.Minute, 100*time.Millisecond).Should(Equal(http.StatusOK))
 	})
 
 	It("gets its serving certificate from cert-manager and its caBundle from cainjector, and admits Pods through its Service", func(ctx SpecContext) {

@@ -29,7 +29,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/graceguard/graceguard/test/harness/testcluster"
+	"github.com/graceguard/graceguard/test/harness/apiserver"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gexec"
@@ -76,7 +76,7 @@ egressSelections:
         udsName: %s
 `, network.addr())), 0o600)).To(Succeed())
 
-	api, err := testcluster.StartAPIServer(context.Background(), testcluster.APIServerOptions{Alone: true,
+	api, err := apiserver.StartAPIServer(context.Background(), apiserver.APIServerOptions{Alone: true,
 		CRDDirs: []string{filepath.Join(assets, "crds")}, APIServerFlags: map[string]string{"egress-selector-config-file": egress}})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() { Expect(api.Stop()).To(Succeed()) })
@@ -95,7 +95,7 @@ egressSelections:
 func writeKubeconfig(c *rest.Config, user string) string {
 	GinkgoHelper()
 	path := filepath.Join(GinkgoT().TempDir(), "kubeconfig")
-	Expect(testcluster.WriteKubeconfig(path, c, "", user)).To(Succeed())
+	Expect(apiserver.WriteKubeconfig(path, c, "", user)).To(Succeed())
 	return path
 }
 

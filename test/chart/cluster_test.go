@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/graceguard/graceguard/test/harness/testcluster"
+	"github.com/graceguard/graceguard/test/harness/apiserver"
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"helm.sh/helm/v4/pkg/kube"
@@ -44,7 +44,7 @@ type cluster struct {
 }
 
 func TestAgainstAnAPIServer(t *testing.T) {
-	api, err := testcluster.StartAPIServer(context.Background(), testcluster.APIServerOptions{Alone: true})
+	api, err := apiserver.StartAPIServer(context.Background(), apiserver.APIServerOptions{Alone: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,5 @@
 // Package e2e is graceguard's end-to-end suite on a real single-node
-// cluster (test/harness/testcluster: kubelet, containerd, runc, bridge CNI,
+// cluster (test/harness/cluster: kubelet, containerd, runc, bridge CNI,
 // kube-apiserver, kube-controller-manager, kube-scheduler on this machine).
 // The specs are behind the build tag e2e, so `go test ./...` does not
 // compile them; run them with

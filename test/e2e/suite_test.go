@@ -25,9 +25,9 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/graceguard/graceguard/test/e2e/evidence"
+	"github.com/graceguard/graceguard/test/harness/cluster"
 	"github.com/graceguard/graceguard/test/harness/ocipack"
 	"github.com/graceguard/graceguard/test/harness/release"
-	"github.com/graceguard/graceguard/test/harness/testcluster"
 )
 
 // Images imported into the node's containerd: the webhook's is the release
@@ -77,7 +77,7 @@ var testNamespaces = []struct {
 	{nsHostile, true}, {nsHostileOut, false}, {nsSteady, true}, {nsBroken, true}}
 
 var (
-	cl       *testcluster.Cluster
+	cl       *cluster.Cluster
 	kube     kubernetes.Interface
 	repoRoot string
 	outDir   string
@@ -108,10 +108,10 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(os.MkdirAll(outDir, 0o755)).To(Succeed())
 	GinkgoWriter.Printf("evidence goes to %s\n", outDir)
 
-	opts := testcluster.Options{RepoRoot: repoRoot, Logf: func(f string, a ...any) { GinkgoWriter.Printf("cluster: "+f+"\n", a...) }}
-	if cl, err = testcluster.Attach(ctx, opts); err != nil {
+	opts := cluster.Options{RepoRoot: repoRoot, Logf: func(f string, a ...any) { GinkgoWriter.Printf("cluster: "+f+"\n", a...) }}
+	if cl, err = cluster.Attach(ctx, opts); err != nil {
 		GinkgoWriter.Printf("no running cluster (%v): starting one (it is stopped after the suite)\n", err)
-		cl, err = testcluster.Up(ctx, opts)
+		cl, err = cluster.Up(ctx, opts)
 		Expect(err).NotTo(HaveOccurred(), "cluster up")
 		owned = true
 	}
@@ -208,7 +208,7 @@ var _ = AfterSuite(func(ctx SpecContext) {
 		uninstallGraceguard(ctx)
 	}
 	if owned {
-		Expect(testcluster.Down(ctx, testcluster.Options{RepoRoot: repoRoot})).To(Succeed())
+		Expect(cluster.Down(ctx, cluster.Options{RepoRoot: repoRoot})).To(Succeed())
 	}
 }, NodeTimeout(5*time.Minute))
 
@@ -256,7 +256,7 @@ func fillEnv(ctx context.Context) {
 	if v, err := kube.Discovery().ServerVersion(); err == nil {
 		e.Kubernetes = v.GitVersion
 	}
-	if n, err := kube.CoreV1().Nodes().Get(ctx, testcluster.NodeName, metav1.GetOptions{}); err == nil {
+	if n, err := kube.CoreV1().Nodes().Get(ctx, cluster.NodeName, metav1.GetOptions{}); err == nil {
 		e.Kubelet = n.Status.NodeInfo.KubeletVersion
 		e.Runtime = n.Status.NodeInfo.ContainerRuntimeVersion
 		e.Kernel = n.Status.NodeInfo.KernelVersion

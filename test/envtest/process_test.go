@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/graceguard/graceguard/test/harness/testcluster"
+	"github.com/graceguard/graceguard/test/harness/apiserver"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gexec"
@@ -41,7 +41,7 @@ func kubeconfig() string {
 func kubeconfigWith(host, user string) string {
 	GinkgoHelper()
 	path := filepath.Join(GinkgoT().TempDir(), "kubeconfig")
-	Expect(testcluster.WriteKubeconfig(path, cp.Config, host, user)).To(Succeed())
+	Expect(apiserver.WriteKubeconfig(path, cp.Config, host, user)).To(Succeed())
 	return path
 }
 
@@ -97,7 +97,7 @@ func startReplica(o replicaOpts, extra ...string) *replica {
 	return r
 }
 
-func (r *replica) readyz() int { return testcluster.Readyz(r.health) }
+func (r *replica) readyz() int { return apiserver.Readyz(r.health) }
 
 // waitReady waits for /readyz to pass.
 func (r *replica) waitReady(timeout time.Duration) {

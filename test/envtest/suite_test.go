@@ -23,7 +23,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/graceguard/graceguard/pkg/mutate"
-	"github.com/graceguard/graceguard/test/harness/testcluster"
+	"github.com/graceguard/graceguard/test/harness/apiserver"
 )
 
 func TestEnvtest(t *testing.T) {
@@ -32,7 +32,7 @@ func TestEnvtest(t *testing.T) {
 }
 
 var (
-	cp      *testcluster.APIServer
+	cp      *apiserver.APIServer
 	kube    kubernetes.Interface
 	dyn     dynamic.Interface
 	nsCount atomic.Int32
@@ -45,7 +45,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	var err error
 	// Container stop signals are alpha through 1.37: on, so that the API
 	// server keeps lifecycle.stopSignal for the validating webhook to judge.
-	cp, err = testcluster.StartAPIServer(ctx, testcluster.APIServerOptions{Log: logr.Discard(),
+	cp, err = apiserver.StartAPIServer(ctx, apiserver.APIServerOptions{Log: logr.Discard(),
 		APIServerFlags: map[string]string{"feature-gates": "ContainerStopSignals=true"}})
 	Expect(err).NotTo(HaveOccurred())
 	kube = cp.Client

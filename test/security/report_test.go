@@ -22,8 +22,8 @@ import (
 
 	"github.com/graceguard/graceguard/internal/flood"
 	"github.com/graceguard/graceguard/internal/freeport"
+	"github.com/graceguard/graceguard/test/harness/apiserver"
 	"github.com/graceguard/graceguard/test/harness/chart"
-	"github.com/graceguard/graceguard/test/harness/testcluster"
 )
 
 // The report's settings: the file to write the table into (unset: the
@@ -160,7 +160,7 @@ func envInt(name string, def int) int {
 
 // env is the webhook under measurement and what talks to it.
 type env struct {
-	api  *testcluster.APIServer
+	api  *apiserver.APIServer
 	kube kubernetes.Interface
 	rest *rest.Config
 	cg   *memCgroup
@@ -230,7 +230,7 @@ func start(ctx context.Context, t *testing.T, bin string) *env {
 		t.Fatal(err)
 	}
 	e.metricsURL = "http://127.0.0.1:" + strconv.Itoa(metricsPort) + "/metrics"
-	e.api, err = testcluster.StartAPIServer(ctx, testcluster.APIServerOptions{
+	e.api, err = apiserver.StartAPIServer(ctx, apiserver.APIServerOptions{
 		ReleaseNamespace: releaseNS, Dir: dir, WebhookBinary: wrapper,
 		// The chart's flags, then the metrics address this report scrapes.
 		WebhookArgs: append(slices.Clone(e.args), "--metrics-bind-address=127.0.0.1:"+strconv.Itoa(metricsPort)),
@@ -273,7 +273,7 @@ func start(ctx context.Context, t *testing.T, bin string) *env {
 }
 
 // The flags the report sets itself: where the webhook listens, its
-// certificate, its namespace and its shutdown (testcluster.StartWebhook),
+// certificate, its namespace and its shutdown ((*apiserver.APIServer).StartWebhook),
 // and the self-managed certificate's, which the API server's serving
 // certificate replaces here. Every other flag is the chart's.
 var connectingFlags = []string{

@@ -1,5 +1,5 @@
 // Command e2e is the runner behind `make e2e` (hack/e2e.sh): it starts the
-// local single-node cluster (test/harness/testcluster) while compiling the e2e suite,
+// local single-node cluster (test/harness/cluster) while compiling the e2e suite,
 // runs the suite against it, tears the cluster down whatever happened
 // (failure, Ctrl-C, SIGTERM), and renders the run's evidence: into
 // bin/e2e/<timestamp>/ always, into docs/e2e.md and docs/e2e/ when the run
@@ -28,7 +28,7 @@ import (
 	"time"
 
 	"github.com/graceguard/graceguard/test/e2e/evidence"
-	"github.com/graceguard/graceguard/test/harness/testcluster"
+	"github.com/graceguard/graceguard/test/harness/cluster"
 )
 
 func main() {
@@ -69,7 +69,7 @@ func run(focus string, keep bool, docs string, timeout time.Duration) (code int)
 		return 1
 	}
 	rn := &evidence.Runner{}
-	opts := testcluster.Options{RepoRoot: root, Logf: func(f string, a ...any) { log.Printf("cluster: "+f, a...) }}
+	opts := cluster.Options{RepoRoot: root, Logf: func(f string, a ...any) { log.Printf("cluster: "+f, a...) }}
 
 	// Tear down whatever happens from here on.
 	defer func() {
@@ -79,7 +79,7 @@ func run(focus string, keep bool, docs string, timeout time.Duration) (code int)
 			t := time.Now()
 			dctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			if err := testcluster.Down(dctx, opts); err != nil {
+			if err := cluster.Down(dctx, opts); err != nil {
 				log.Printf("cluster down: %v", err)
 				if code == 0 {
 					code = 1
@@ -90,7 +90,7 @@ func run(focus string, keep bool, docs string, timeout time.Duration) (code int)
 			if dir == "" {
 				dir = filepath.Join(root, "bin", "cluster")
 			}
-			rn.Leftovers = testcluster.Leftovers(dir)
+			rn.Leftovers = cluster.Leftovers(dir)
 			if len(rn.Leftovers) > 0 {
 				log.Printf("left behind after down:\n  %s", strings.Join(rn.Leftovers, "\n  "))
 				if code == 0 {
@@ -121,7 +121,7 @@ func run(focus string, keep bool, docs string, timeout time.Duration) (code int)
 		built <- err
 	}()
 	t := time.Now()
-	if _, err := testcluster.Up(ctx, opts); err != nil {
+	if _, err := cluster.Up(ctx, opts); err != nil {
 		log.Printf("cluster up: %v", err)
 		<-built
 		return 1

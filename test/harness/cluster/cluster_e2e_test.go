@@ -4,10 +4,10 @@
 // root on Linux and takes a minute with warm caches (plus ~4 min the first
 // time, to build containerd). Run it with
 //
-//	go -C test test -tags e2e ./harness/testcluster/ -v -timeout 30m
+//	go -C test test -tags e2e ./harness/cluster/ -v -timeout 30m
 //
 // GG_E2E_KEEP=1 leaves the cluster running after a failure for inspection.
-package testcluster_test
+package cluster_test
 
 import (
 	"context"
@@ -30,8 +30,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/graceguard/graceguard/test/harness/cluster"
 	"github.com/graceguard/graceguard/test/harness/ocipack"
-	"github.com/graceguard/graceguard/test/harness/testcluster"
 )
 
 const (
@@ -45,11 +45,11 @@ func TestClusterSmoke(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
-	opts := testcluster.Options{Logf: t.Logf}
+	opts := cluster.Options{Logf: t.Logf}
 
 	before := snapshotHost(t)
 	start := time.Now()
-	c, err := testcluster.Up(ctx, opts)
+	c, err := cluster.Up(ctx, opts)
 	downDone := false
 	t.Cleanup(func() {
 		if downDone {
@@ -59,7 +59,7 @@ func TestClusterSmoke(t *testing.T) {
 			t.Logf("GG_E2E_KEEP=1: leaving the cluster up; run go -C hack run ./cluster down when done")
 			return
 		}
-		if err := testcluster.Down(context.Background(), opts); err != nil {
+		if err := cluster.Down(context.Background(), opts); err != nil {
 			t.Errorf("down after failure: %v", err)
 		}
 	})
@@ -71,7 +71,7 @@ func TestClusterSmoke(t *testing.T) {
 	t.Run("up again is a no-op", func(t *testing.T) {
 		pids := componentPIDs(t, ctx, opts)
 		start := time.Now()
-		if _, err := testcluster.Up(ctx, opts); err != nil {
+		if _, err := cluster.Up(ctx, opts); err != nil {
 			t.Fatalf("second up: %v", err)
 		}
 		t.Logf("TIMING second up: %s", time.Since(start).Round(time.Millisecond))
@@ -84,7 +84,7 @@ func TestClusterSmoke(t *testing.T) {
 		dir := t.TempDir()
 		for _, img := range []ocipack.GoImage{
 			{GoBuild: ocipack.GoBuild{Package: "github.com/graceguard/graceguard/test/images/pause"},
-				Image: ocipack.Image{Name: testcluster.PauseImage, User: "65535:65535"}},
+				Image: ocipack.Image{Name: cluster.PauseImage, User: "65535:65535"}},
 			{GoBuild: ocipack.GoBuild{Package: "github.com/graceguard/graceguard/test/images/hello"},
 				Image: ocipack.Image{Name: helloImage, User: "65532:65532", ExposedPorts: []string{"8080/tcp"}}},
 		} {
@@ -100,7 +100,7 @@ func TestClusterSmoke(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{testcluster.PauseImage, helloImage} {
+		for _, want := range []string{cluster.PauseImage, helloImage} {
 			if !contains(images, want) {
 				t.Errorf("containerd lists %v, missing %s", images, want)
 			}
@@ -131,7 +131,7 @@ func TestClusterSmoke(t *testing.T) {
 	t.Run("the Pod reaches the apiserver through the kubernetes Service", func(t *testing.T) {
 		code, body := httpGet(t, ctx, podURL+"/kube")
 		if code != http.StatusOK || !strings.Contains(body, `"gitVersion": "v`+c.KubernetesVersion+`"`) {
-			t.Errorf("GET /kube (the Pod's GET https://%s:443/version) = %d %q", testcluster.KubernetesServiceIP, code, body)
+			t.Errorf("GET /kube (the Pod's GET https://%s:443/version) = %d %q", cluster.KubernetesServiceIP, code, body)
 		}
 	})
 
@@ -221,12 +221,12 @@ func TestClusterSmoke(t *testing.T) {
 
 	t.Run("down leaves nothing behind", func(t *testing.T) {
 		start := time.Now()
-		if err := testcluster.Down(ctx, opts); err != nil {
+		if err := cluster.Down(ctx, opts); err != nil {
 			t.Fatalf("down: %v", err)
 		}
 		downDone = true
 		t.Logf("TIMING down: %s", time.Since(start).Round(time.Millisecond))
-		if left := testcluster.Leftovers(c.Dir); len(left) > 0 {
+		if left := cluster.Leftovers(c.Dir); len(left) > 0 {
 			t.Errorf("left behind:\n  %s", strings.Join(left, "\n  "))
 		}
 		after := snapshotHost(t)
@@ -242,7 +242,7 @@ func TestClusterSmoke(t *testing.T) {
 			t.Errorf("down should keep the logs: %v", err)
 		}
 		// Down twice is fine.
-		if err := testcluster.Down(ctx, opts); err != nil {
+		if err := cluster.Down(ctx, opts); err != nil {
 			t.Errorf("second down: %v", err)
 		}
 	})
@@ -253,7 +253,7 @@ func helloPod() *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "hello-e2e", Labels: map[string]string{"app": "hello"}},
 		Spec: corev1.PodSpec{
-			NodeName:                      testcluster.NodeName,
+			NodeName:                      cluster.NodeName,
 			TerminationGracePeriodSeconds: &grace,
 			Containers: []corev1.Container{{
 				Name:            "hello",
@@ -273,9 +273,9 @@ func helloPod() *corev1.Pod {
 }
 
 // componentPIDs maps component name to PID from Status.
-func componentPIDs(t *testing.T, ctx context.Context, opts testcluster.Options) map[string]int {
+func componentPIDs(t *testing.T, ctx context.Context, opts cluster.Options) map[string]int {
 	t.Helper()
-	s, err := testcluster.Status(ctx, opts)
+	s, err := cluster.Status(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package testcluster
+package apiserver
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -175,14 +176,13 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (_ *APIServer, err 
 
 // assetsDir is $KUBEBUILDER_ASSETS, else the newest bin/k8s/<version>/ of
 // the repository holding both binaries (what hack/envtest-assets.sh built).
+// The repository is the one this source file is in, as for chart.ChartDir.
 func assetsDir() string {
 	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
 		return d
 	}
-	root, err := findRepoRoot()
-	if err != nil {
-		return ""
-	}
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..", "..")
 	dirs, _ := filepath.Glob(filepath.Join(root, "bin", "k8s", "*"))
 	slices.Reverse(dirs) // newest version first (Glob sorts)
 	for _, d := range dirs {
@@ -321,7 +321,7 @@ func (a *APIServer) WaitMutating(ctx context.Context, timeout time.Duration) err
 	}
 	err := fmt.Errorf("graceguard did not mutate Pods within %s (last error: %v)", timeout, last)
 	if a.Webhook != nil {
-		err = fmt.Errorf("%w; its log %s ends with:\n%s", err, a.Webhook.Log, tailFile(a.Webhook.Log, 15))
+		err = fmt.Errorf("%w; its log %s ends with:\n%s", err, a.Webhook.Log, a.Webhook.logTail(15))
 	}
 	return err
 }

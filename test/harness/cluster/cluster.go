@@ -1,4 +1,4 @@
-package testcluster
+package cluster
 
 import (
 	"context"
@@ -174,7 +174,7 @@ func prepareDir(l layout) error {
 		}
 	}
 	return writeIfChanged(filepath.Join(l.dir, "go.mod"),
-		[]byte("// The test cluster's run directory (test/harness/testcluster): not Go code.\nmodule graceguard.local/cluster-run-dir\n"), 0o644)
+		[]byte("// The test cluster's run directory (test/harness/cluster): not Go code.\nmodule graceguard.local/cluster-run-dir\n"), 0o644)
 }
 
 // ensureRunning keeps comp if it runs with the same identity, else

@@ -1,23 +1,13 @@
-// Package testcluster runs the Kubernetes graceguard's tests, benchmarks
-// and demo talk to, in two sizes, both built from the Go module proxy
-// (hack/envtest-assets.sh), no Docker or kind:
+// Package cluster runs a real single-node Kubernetes cluster on this Linux
+// machine, without Docker or kind: etcd, kube-apiserver,
+// kube-controller-manager (and kube-scheduler when its binary is next to
+// the others), containerd v2 with runc, and a kubelet, all as background
+// processes of one run directory, built from the Go module proxy
+// (hack/envtest-assets.sh and ContainerdVersion). The e2e suite calls Up and
+// Down; the hack/cluster command is a thin CLI over the same functions.
+// Tests that need only an API server use test/harness/apiserver instead.
 //
-//   - StartAPIServer: a real kube-apiserver and etcd (controller-runtime's
-//     envtest) with the webhook configurations the Helm chart ships, pointed
-//     at a graceguard server in this process, or at the webhook binary run
-//     as a process of its own (WebhookBinary). It returns once graceguard
-//     mutates Pods. The envtest suite, `make demo` and `make bench` use it;
-//     the chart and cert-manager suites start it Alone and install the
-//     chart themselves. Stop leaves no process, listener or temporary
-//     directory behind.
-//   - Up: a real single-node cluster on this Linux machine: etcd,
-//     kube-apiserver, kube-controller-manager (and kube-scheduler when its
-//     binary is next to the others), containerd v2 with runc, and a kubelet,
-//     all as background processes of one run directory. The e2e suite calls
-//     Up and Down; the hack/cluster command is a thin CLI over the same
-//     functions.
-//
-// Invariants of the single-node cluster:
+// Invariants:
 //   - Everything the cluster creates on the host is named or placed so that
 //     Down can find it again without guessing: processes carry the run
 //     directory in their command line or live in the /graceguard cgroup,
@@ -47,4 +37,4 @@
 //	pids/        one JSON record per running process
 //	state/       etcd data, containerd root/state/socket, kubelet root, Pod logs
 //	host.json    host settings recorded at the first Up, restored by Down
-package testcluster
+package cluster
