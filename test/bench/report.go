@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -419,10 +420,13 @@ func rangeOf(vs []float64, f func(float64) string) string {
 	return f(lo) + "–" + f(hi)
 }
 
+// cpuTotal adds the processes' CPU in the order of their names: a sum in
+// map order differs in the last bit between calls, enough to flip a
+// rounded figure (3.59 or 3.60) from one rendering to the next.
 func (a ArmRun) cpuTotal() float64 {
 	t := 0.0
-	for _, v := range a.CPUMsPerPod {
-		t += v
+	for _, k := range slices.Sorted(maps.Keys(a.CPUMsPerPod)) {
+		t += a.CPUMsPerPod[k]
 	}
 	return t
 }

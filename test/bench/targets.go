@@ -26,89 +26,114 @@ const (
 	flatSlack   = 1.5
 )
 
-// evaluate checks the run's numbers against the goals.
+// evaluate checks the run's numbers against the goals, in the order the
+// report lists them.
 func evaluate(r *Results) []Target {
-	var out []Target
-	add := func(goal string, known, met bool, format string, args ...any) {
-		out = append(out, Target{Goal: goal, Known: known, Met: known && met, Measured: fmt.Sprintf(format, args...)})
+	out := []Target{loadP99Target(r), throughputTarget(r), hugeEngineTarget(r), hugeReviewTarget(r), linearTarget(r), rssTarget(r)}
+	if t, ok := namespaceRSSTarget(r); ok {
+		out = append(out, t)
 	}
-	// why explains the target just added, if it was missed.
-	why := func(text string) {
-		if t := &out[len(out)-1]; t.Known && !t.Met {
-			t.Why = text
-		}
-	}
+	out = append(out, creationTargets(r)...)
+	return append(out, observerMemoryTarget(r), observerRateTarget(r), namespaceFlatTarget(r))
+}
 
+// checked is a goal checked on this run's numbers; unmeasured when !known.
+func checked(goal string, known, met bool, format string, args ...any) Target {
+	return Target{Goal: goal, Known: known, Met: known && met, Measured: fmt.Sprintf(format, args...)}
+}
+
+func unmeasured(goal string) Target { return checked(goal, false, false, "not measured") }
+
+// explain sets why on a target that was measured and missed (a met
+// target carries no explanation).
+func (t *Target) explain(why string) {
+	if t.Known && !t.Met {
+		t.Why = why
+	}
+}
+
+func loadP99Target(r *Results) Target {
+	goal := fmt.Sprintf("webhook p99 ≤ %g ms at %d req/s over TLS, no errors", goalP99Ms, goalP99Rate)
 	g, okG := r.loadRun(ServerGraceguard, goalP99Rate)
 	b, okB := r.loadRun(ServerBaseline, goalP99Rate)
-	goal := fmt.Sprintf("webhook p99 ≤ %g ms at %d req/s over TLS, no errors", goalP99Ms, goalP99Rate)
-	if okG && okB {
-		add(goal, true, g.Latency.P99 <= goalP99Ms && g.Errors == 0,
-			"p99 %s ms, %d errors (baseline p99 %s ms)", num(g.Latency.P99), g.Errors, num(b.Latency.P99))
-		text := fmt.Sprintf("At %d req/s graceguard's process used %s cores (%s µs of CPU per answer: TLS, HTTP, decoding the review "+
-			"and encoding the answer; the engine's own share is in section 2) and answered %s req/s, on a machine of %d CPUs that also "+
-			"runs the load generator.", goalP99Rate, num(g.Cores), num(g.CPUPerRequestUs), num(g.Throughput), r.Machine.NProc)
-		if b.Latency.P99 > goalP99Ms {
-			text += fmt.Sprintf(" The no-op baseline (%s µs per answer) has p99 %s ms at this rate: the server stack alone misses %g ms "+
-				"here, and what graceguard adds to each answer is queued behind on the saturated CPUs.", num(b.CPUPerRequestUs), num(b.Latency.P99), goalP99Ms)
-		} else {
-			text += fmt.Sprintf(" The no-op baseline (%s µs per answer) meets it with p99 %s ms: graceguard's extra CPU per answer is "+
-				"what queues.", num(b.CPUPerRequestUs), num(b.Latency.P99))
-		}
-		why(text)
-	} else {
-		add(goal, false, false, "not measured")
+	if !okG || !okB {
+		return unmeasured(goal)
 	}
+	t := checked(goal, true, g.Latency.P99 <= goalP99Ms && g.Errors == 0,
+		"p99 %s ms, %d errors (baseline p99 %s ms)", num(g.Latency.P99), g.Errors, num(b.Latency.P99))
+	text := fmt.Sprintf("At %d req/s graceguard's process used %s cores (%s µs of CPU per answer: TLS, HTTP, decoding the review "+
+		"and encoding the answer; the engine's own share is in section 2) and answered %s req/s, on a machine of %d CPUs that also "+
+		"runs the load generator.", goalP99Rate, num(g.Cores), num(g.CPUPerRequestUs), num(g.Throughput), r.Machine.NProc)
+	if b.Latency.P99 > goalP99Ms {
+		text += fmt.Sprintf(" The no-op baseline (%s µs per answer) has p99 %s ms at this rate: the server stack alone misses %g ms "+
+			"here, and what graceguard adds to each answer is queued behind on the saturated CPUs.", num(b.CPUPerRequestUs), num(b.Latency.P99), goalP99Ms)
+	} else {
+		text += fmt.Sprintf(" The no-op baseline (%s µs per answer) meets it with p99 %s ms: graceguard's extra CPU per answer is "+
+			"what queues.", num(b.CPUPerRequestUs), num(b.Latency.P99))
+	}
+	t.explain(text)
+	return t
+}
 
-	g, okG = r.loadRun(ServerGraceguard, 0)
-	b, okB = r.loadRun(ServerBaseline, 0)
-	goal = fmt.Sprintf("max throughput ≥ %.0f%% of the no-op baseline", goalThroughputRate*100)
-	if okG && okB && b.Throughput > 0 {
-		ratio := g.Throughput / b.Throughput
-		add(goal, true, ratio >= goalThroughputRate, "%.0f%% (%s vs %s req/s)", ratio*100, num(g.Throughput), num(b.Throughput))
-		if g.CPUPerRequestUs > 0 && b.CPUPerRequestUs > 0 {
-			why(fmt.Sprintf("Both servers ran CPU bound (graceguard %s cores, baseline %s, beside the load generator on %d CPUs), so "+
-				"throughput follows the CPU per answer: %s µs for graceguard vs %s µs for the baseline (%.0f%%). graceguard's extra "+
-				"CPU is decoding the Pod, building the patch and encoding a bigger answer (section 2). On a shared %d-CPU machine "+
-				"the ratio moves between runs; rerun to compare.",
-				num(g.Cores), num(b.Cores), r.Machine.NProc, num(g.CPUPerRequestUs), num(b.CPUPerRequestUs), 100*b.CPUPerRequestUs/g.CPUPerRequestUs, r.Machine.NProc))
-		}
-	} else {
-		add(goal, false, false, "not measured")
+func throughputTarget(r *Results) Target {
+	goal := fmt.Sprintf("max throughput ≥ %.0f%% of the no-op baseline", goalThroughputRate*100)
+	g, okG := r.loadRun(ServerGraceguard, 0)
+	b, okB := r.loadRun(ServerBaseline, 0)
+	if !okG || !okB || b.Throughput <= 0 {
+		return unmeasured(goal)
 	}
+	ratio := g.Throughput / b.Throughput
+	t := checked(goal, true, ratio >= goalThroughputRate, "%.0f%% (%s vs %s req/s)", ratio*100, num(g.Throughput), num(b.Throughput))
+	if g.CPUPerRequestUs > 0 && b.CPUPerRequestUs > 0 {
+		t.explain(fmt.Sprintf("Both servers ran CPU bound (graceguard %s cores, baseline %s, beside the load generator on %d CPUs), so "+
+			"throughput follows the CPU per answer: %s µs for graceguard vs %s µs for the baseline (%.0f%%). graceguard's extra "+
+			"CPU is decoding the Pod, building the patch and encoding a bigger answer (section 2). On a shared %d-CPU machine "+
+			"the ratio moves between runs; rerun to compare.",
+			num(g.Cores), num(b.Cores), r.Machine.NProc, num(g.CPUPerRequestUs), num(b.CPUPerRequestUs), 100*b.CPUPerRequestUs/g.CPUPerRequestUs, r.Machine.NProc))
+	}
+	return t
+}
 
-	goal = fmt.Sprintf("huge Pod (%d env vars) mutated in ≤ %g ms: engine (Mutate + Patch)", 1500, goalHugeNs/1e6)
-	if m, ok := findBench(r.GoBench, "BenchmarkMutate/pod=huge"); ok {
-		add(goal, true, m.NsPerOp <= goalHugeNs, "%s, %s allocs", duration(m.NsPerOp), count(m.AllocsPerOp))
-	} else {
-		add(goal, false, false, "not measured")
+func hugeEngineTarget(r *Results) Target {
+	goal := fmt.Sprintf("huge Pod (%d env vars) mutated in ≤ %g ms: engine (Mutate + Patch)", 1500, goalHugeNs/1e6)
+	m, ok := findBench(r.GoBench, "BenchmarkMutate/pod=huge")
+	if !ok {
+		return unmeasured(goal)
 	}
-	goal = fmt.Sprintf("huge Pod mutated in ≤ %g ms: whole review (decode, mutate, encode)", goalHugeNs/1e6)
+	return checked(goal, true, m.NsPerOp <= goalHugeNs, "%s, %s allocs", duration(m.NsPerOp), count(m.AllocsPerOp))
+}
+
+func hugeReviewTarget(r *Results) Target {
+	goal := fmt.Sprintf("huge Pod mutated in ≤ %g ms: whole review (decode, mutate, encode)", goalHugeNs/1e6)
 	m, ok := findBench(r.GoBench, "BenchmarkServe/pod=huge/handler=mutate-pod")
 	n, okN := findBench(r.GoBench, "BenchmarkServe/pod=huge/handler=noop")
-	if ok && okN {
-		before := ""
-		if f, ok := findBench(r.GoBench, "BenchmarkServe/pod=huge/handler="+crEnvelopeHandler); ok {
-			before = fmt.Sprintf("; before the lean review decode %s, %s allocs", duration(f.NsPerOp), count(f.AllocsPerOp))
-		}
-		vs := "so graceguard adds " + duration(m.NsPerOp-n.NsPerOp)
-		if m.NsPerOp < n.NsPerOp {
-			vs = "graceguard's whole review costs " + duration(n.NsPerOp-m.NsPerOp) + " less: it reads the review in one pass"
-		}
-		add(goal, true, m.NsPerOp <= goalHugeNs, "%s, %s allocs (controller-runtime's no-op %s; %s)%s",
-			duration(m.NsPerOp), count(m.AllocsPerOp), duration(n.NsPerOp), vs, before)
-		engine := ""
-		if e, ok := findBench(r.GoBench, "BenchmarkMutate/pod=huge"); ok {
-			engine = fmt.Sprintf(", of which graceguard's engine is %s", duration(e.NsPerOp))
-		}
-		why(fmt.Sprintf("The no-op baseline (controller-runtime's admission.Webhook) takes %s to read, decode and answer the huge Pod's review; "+
-			"graceguard's whole review takes %s%s. The rest is scanning the 156 KiB review twice, once for the review and once for the Pod's fields "+
-			"(section 2: the profile, and the decodes before and after).",
-			duration(n.NsPerOp), duration(m.NsPerOp), engine))
-	} else {
-		add(goal, false, false, "not measured")
+	if !ok || !okN {
+		return unmeasured(goal)
 	}
+	before := ""
+	if f, ok := findBench(r.GoBench, "BenchmarkServe/pod=huge/handler="+crEnvelopeHandler); ok {
+		before = fmt.Sprintf("; before the lean review decode %s, %s allocs", duration(f.NsPerOp), count(f.AllocsPerOp))
+	}
+	vs := "so graceguard adds " + duration(m.NsPerOp-n.NsPerOp)
+	if m.NsPerOp < n.NsPerOp {
+		vs = "graceguard's whole review costs " + duration(n.NsPerOp-m.NsPerOp) + " less: it reads the review in one pass"
+	}
+	t := checked(goal, true, m.NsPerOp <= goalHugeNs, "%s, %s allocs (controller-runtime's no-op %s; %s)%s",
+		duration(m.NsPerOp), count(m.AllocsPerOp), duration(n.NsPerOp), vs, before)
+	engine := ""
+	if e, ok := findBench(r.GoBench, "BenchmarkMutate/pod=huge"); ok {
+		engine = fmt.Sprintf(", of which graceguard's engine is %s", duration(e.NsPerOp))
+	}
+	t.explain(fmt.Sprintf("The no-op baseline (controller-runtime's admission.Webhook) takes %s to read, decode and answer the huge Pod's review; "+
+		"graceguard's whole review takes %s%s. The rest is scanning the 156 KiB review twice, once for the review and once for the Pod's fields "+
+		"(section 2: the profile, and the decodes before and after).",
+		duration(n.NsPerOp), duration(m.NsPerOp), engine))
+	return t
+}
 
+// linearTarget checks the size sweeps of the engine and the handler: each
+// metric linear, and what each added container or env var costs.
+func linearTarget(r *Results) Target {
 	var notes []string
 	linear, known := true, false
 	for _, s := range []struct{ bench, what string }{
@@ -121,116 +146,139 @@ func evaluate(r *Results) []Target {
 				continue
 			}
 			known = true
-			for _, metric := range []struct {
-				name string
-				get  func(GoBench) float64
-			}{{"allocs", func(b GoBench) float64 { return b.AllocsPerOp }}, {"time", func(b GoBench) float64 { return b.NsPerOp }}} {
-				ok, per := isLinear(pts, metric.get)
-				if !ok {
-					linear = false
-					notes = append(notes, fmt.Sprintf("%s %s superlinear in %s", s.what, metric.name, dimName(dim)))
-				} else if metric.name == "allocs" {
-					if per < 0.05 {
-						notes = append(notes, fmt.Sprintf("%s allocs independent of %s", s.what, dimName(dim)))
-					} else {
-						notes = append(notes, fmt.Sprintf("%s %s allocs per %s", s.what, num(per), unitName(dim)))
-					}
-				}
-			}
+			n, ok := sweepNotes(pts, s.what, dim)
+			notes = append(notes, n...)
+			linear = linear && ok
 		}
 	}
-	add("cost (time and allocations) linear in Pod size (containers 1→32, env vars 0→5000)", known, linear, "%s", strings.Join(notes, "; "))
+	return checked("cost (time and allocations) linear in Pod size (containers 1→32, env vars 0→5000)", known, linear, "%s", strings.Join(notes, "; "))
+}
 
-	gPeak := 0.0
+// sweepNotes says of one sweep how its allocations and time grow, and
+// whether both are linear.
+func sweepNotes(pts []point, what, dim string) (notes []string, linear bool) {
+	linear = true
+	for _, metric := range []struct {
+		name string
+		get  func(GoBench) float64
+	}{{"allocs", func(b GoBench) float64 { return b.AllocsPerOp }}, {"time", func(b GoBench) float64 { return b.NsPerOp }}} {
+		ok, per := isLinear(pts, metric.get)
+		switch {
+		case !ok:
+			linear = false
+			notes = append(notes, fmt.Sprintf("%s %s superlinear in %s", what, metric.name, dimName(dim)))
+		case metric.name != "allocs":
+		case per < 0.05:
+			notes = append(notes, fmt.Sprintf("%s allocs independent of %s", what, dimName(dim)))
+		default:
+			notes = append(notes, fmt.Sprintf("%s %s allocs per %s", what, num(per), unitName(dim)))
+		}
+	}
+	return notes, linear
+}
+
+// peakRSS is the highest peak RSS of a server over the load runs.
+func (r *Results) peakRSS(server string) float64 {
+	peak := 0.0
 	for _, l := range r.Load {
-		if l.Server == ServerGraceguard {
-			gPeak = max(gPeak, l.PeakRSSMiB)
+		if l.Server == server {
+			peak = max(peak, l.PeakRSSMiB)
 		}
 	}
-	bPeak := 0.0
+	return peak
+}
+
+func rssTarget(r *Results) Target {
+	goal := fmt.Sprintf("webhook RSS ≤ %d MiB under load", goalRSSMiB)
+	gPeak, bPeak := r.peakRSS(ServerGraceguard), r.peakRSS(ServerBaseline)
+	if gPeak <= 0 {
+		return unmeasured(goal)
+	}
+	t := checked(goal, true, gPeak <= goalRSSMiB, "peak %s MiB over the load runs (baseline %s MiB)", num(gPeak), num(bPeak))
+	var at LoadRun
+	kept := 0.0
 	for _, l := range r.Load {
-		if l.Server == ServerBaseline {
-			bPeak = max(bPeak, l.PeakRSSMiB)
+		if l.Server != ServerGraceguard {
+			continue
+		}
+		if l.PeakRSSMiB == gPeak {
+			at = l
+		}
+		if l.Rate > 0 && l.Throughput >= 0.98*float64(l.Rate) {
+			kept = max(kept, l.PeakRSSMiB)
 		}
 	}
-	goal = fmt.Sprintf("webhook RSS ≤ %d MiB under load", goalRSSMiB)
-	if gPeak > 0 {
-		add(goal, true, gPeak <= goalRSSMiB, "peak %s MiB over the load runs (baseline %s MiB)", num(gPeak), num(bPeak))
-		var at LoadRun
-		kept := 0.0
-		for _, l := range r.Load {
-			if l.Server != ServerGraceguard {
-				continue
-			}
-			if l.PeakRSSMiB == gPeak {
-				at = l
-			}
-			if l.Rate > 0 && l.Throughput >= 0.98*float64(l.Rate) {
-				kept = max(kept, l.PeakRSSMiB)
-			}
-		}
-		if at.Rate > 0 && at.Throughput < 0.98*float64(at.Rate) {
-			why(fmt.Sprintf("The peak came at %d req/s offered, where graceguard answered %s req/s: overloaded, it held up to "+
-				"the load generator's in-flight limit of reviews at once, each with its request and answer buffers, and Go's "+
-				"garbage collector lets the heap grow to twice the live data by default. At the rates it kept up with the peak "+
-				"was %s MiB. In a cluster the API server's timeout and the chart's memory limit bound this; setting GOMEMLIMIT "+
-				"would trade CPU for a lower peak and was not measured.", at.Rate, num(at.Throughput), num(kept)))
-		}
-	} else {
-		add(goal, false, false, "not measured")
+	if at.Rate > 0 && at.Throughput < 0.98*float64(at.Rate) {
+		t.explain(fmt.Sprintf("The peak came at %d req/s offered, where graceguard answered %s req/s: overloaded, it held up to "+
+			"the load generator's in-flight limit of reviews at once, each with its request and answer buffers, and Go's "+
+			"garbage collector lets the heap grow to twice the live data by default. At the rates it kept up with the peak "+
+			"was %s MiB. In a cluster the API server's timeout and the chart's memory limit bound this; setting GOMEMLIMIT "+
+			"would trade CPU for a lower peak and was not measured.", at.Rate, num(at.Throughput), num(kept)))
 	}
-	if len(r.Namespaces) > 0 {
-		last := r.Namespaces[len(r.Namespaces)-1]
-		if last.Load != nil {
-			add(fmt.Sprintf("webhook RSS ≤ %d MiB under load with %d namespaces cached", goalRSSMiB, last.Namespaces), true,
-				last.Load.PeakRSSMiB <= goalRSSMiB, "peak %s MiB", num(last.Load.PeakRSSMiB))
-		}
-	}
+	return t
+}
 
-	out = append(out, creationTargets(r)...)
+// namespaceRSSTarget is the memory goal again at the largest namespace
+// level, when the sweep loaded the webhook there.
+func namespaceRSSTarget(r *Results) (Target, bool) {
+	if len(r.Namespaces) == 0 {
+		return Target{}, false
+	}
+	last := r.Namespaces[len(r.Namespaces)-1]
+	if last.Load == nil {
+		return Target{}, false
+	}
+	return checked(fmt.Sprintf("webhook RSS ≤ %d MiB under load with %d namespaces cached", goalRSSMiB, last.Namespaces), true,
+		last.Load.PeakRSSMiB <= goalRSSMiB, "peak %s MiB", num(last.Load.PeakRSSMiB)), true
+}
 
-	goal = fmt.Sprintf("observer within the chart's %d MiB at %d treated Pods and %d deletions/s, caching no untreated Pod", goalObserverMiB, goalObserverPods, goalObserverRate)
-	if ob := r.Observer; ob != nil && ob.Churn != nil && len(ob.Steps) > 0 {
-		peak, onlyTreated := ob.Churn.Observer.PeakRSSMiB, true
-		for _, s := range ob.Steps {
-			peak = max(peak, s.Observer.RSSMiB)
-			onlyTreated = onlyTreated && s.AllPods.CachedPods > s.Observer.CachedPods
-		}
-		last := ob.Steps[len(ob.Steps)-1]
-		add(goal, true, peak <= goalObserverMiB && onlyTreated && ob.TreatedPods >= goalObserverPods,
-			"peak RSS %s MiB with %d treated Pods cached of %d in the cluster (a cache of every Pod: %s MiB)",
-			num(peak), last.Observer.CachedPods, last.AllPods.CachedPods, num(max(ob.Churn.AllPods.PeakRSSMiB, last.AllPods.RSSMiB)))
-	} else {
-		add(goal, false, false, "not measured")
+func observerMemoryTarget(r *Results) Target {
+	goal := fmt.Sprintf("observer within the chart's %d MiB at %d treated Pods and %d deletions/s, caching no untreated Pod", goalObserverMiB, goalObserverPods, goalObserverRate)
+	ob := r.Observer
+	if ob == nil || ob.Churn == nil || len(ob.Steps) == 0 {
+		return unmeasured(goal)
 	}
-	goal = fmt.Sprintf("observer keeps up with ≥ %d deletions/s: every deletion recorded in a report", goalObserverRate)
-	if ob := r.Observer; ob != nil && ob.Churn != nil {
-		c := ob.Churn
-		add(goal, true, c.Rate >= goalObserverRate && c.Recorded == int64(c.Deletions) && c.Errors == 0,
-			"%s deletions/s for %s s (%d deletions, %d late, %d errors); %d recorded in %d reports %s s after; observer %s cores, %s ms CPU per deletion",
-			num(c.Rate), num(c.Seconds), c.Deletions, c.Late, c.Errors, c.Recorded, c.Reports, num(c.RecordedAfterSeconds), num(c.Observer.Cores), num(c.Observer.CPUMsPerDeletion))
-		if c.Rate < goalObserverRate {
-			why(fmt.Sprintf("The benchmark's %d clients, standing in for the kubelet, started %s deletions/s (each a graceful delete, a "+
-				"status patch, the final delete and a replacement Pod through graceguard's webhooks: five API calls and two webhook "+
-				"calls), %d of them late: the API server and etcd on %d shared CPUs were the limit, not the observer (%s cores).",
-				ob.Clients, num(c.Rate), c.Late, r.Machine.NProc, num(c.Observer.Cores)))
-		}
-	} else {
-		add(goal, false, false, "not measured")
+	peak, onlyTreated := ob.Churn.Observer.PeakRSSMiB, true
+	for _, s := range ob.Steps {
+		peak = max(peak, s.Observer.RSSMiB)
+		onlyTreated = onlyTreated && s.AllPods.CachedPods > s.Observer.CachedPods
 	}
+	last := ob.Steps[len(ob.Steps)-1]
+	return checked(goal, true, peak <= goalObserverMiB && onlyTreated && ob.TreatedPods >= goalObserverPods,
+		"peak RSS %s MiB with %d treated Pods cached of %d in the cluster (a cache of every Pod: %s MiB)",
+		num(peak), last.Observer.CachedPods, last.AllPods.CachedPods, num(max(ob.Churn.AllPods.PeakRSSMiB, last.AllPods.RSSMiB)))
+}
 
-	goal = "namespace lookup flat in the number of namespaces"
-	if len(r.Namespaces) >= 2 {
-		first, last := r.Namespaces[0], r.Namespaces[len(r.Namespaces)-1]
-		ratio := last.LookupNsPerOp / first.LookupNsPerOp
-		add(goal, true, ratio <= flatSlack && last.LookupAllocsPerOp <= first.LookupAllocsPerOp,
-			"%s → %s per lookup, %d → %d allocs, from %d to %d namespaces",
-			duration(first.LookupNsPerOp), duration(last.LookupNsPerOp), first.LookupAllocsPerOp, last.LookupAllocsPerOp,
-			first.Namespaces, last.Namespaces)
-	} else {
-		add(goal, false, false, "not measured")
+func observerRateTarget(r *Results) Target {
+	goal := fmt.Sprintf("observer keeps up with ≥ %d deletions/s: every deletion recorded in a report", goalObserverRate)
+	ob := r.Observer
+	if ob == nil || ob.Churn == nil {
+		return unmeasured(goal)
 	}
-	return out
+	c := ob.Churn
+	t := checked(goal, true, c.Rate >= goalObserverRate && c.Recorded == int64(c.Deletions) && c.Errors == 0,
+		"%s deletions/s for %s s (%d deletions, %d late, %d errors); %d recorded in %d reports %s s after; observer %s cores, %s ms CPU per deletion",
+		num(c.Rate), num(c.Seconds), c.Deletions, c.Late, c.Errors, c.Recorded, c.Reports, num(c.RecordedAfterSeconds), num(c.Observer.Cores), num(c.Observer.CPUMsPerDeletion))
+	if c.Rate < goalObserverRate {
+		t.explain(fmt.Sprintf("The benchmark's %d clients, standing in for the kubelet, started %s deletions/s (each a graceful delete, a "+
+			"status patch, the final delete and a replacement Pod through graceguard's webhooks: five API calls and two webhook "+
+			"calls), %d of them late: the API server and etcd on %d shared CPUs were the limit, not the observer (%s cores).",
+			ob.Clients, num(c.Rate), c.Late, r.Machine.NProc, num(c.Observer.Cores)))
+	}
+	return t
+}
+
+func namespaceFlatTarget(r *Results) Target {
+	goal := "namespace lookup flat in the number of namespaces"
+	if len(r.Namespaces) < 2 {
+		return unmeasured(goal)
+	}
+	first, last := r.Namespaces[0], r.Namespaces[len(r.Namespaces)-1]
+	ratio := last.LookupNsPerOp / first.LookupNsPerOp
+	return checked(goal, true, ratio <= flatSlack && last.LookupAllocsPerOp <= first.LookupAllocsPerOp,
+		"%s → %s per lookup, %d → %d allocs, from %d to %d namespaces",
+		duration(first.LookupNsPerOp), duration(last.LookupNsPerOp), first.LookupAllocsPerOp, last.LookupAllocsPerOp,
+		first.Namespaces, last.Namespaces)
 }
 
 // The "before" variants of BenchmarkServe: controller-runtime's
