@@ -19,8 +19,9 @@ import (
 	"github.com/graceguard/graceguard/pkg/server"
 )
 
-// Config is the webhook's configuration, server.Config; the test harness
-// (internal/testcluster) names it here.
+// Config is the webhook's configuration, server.Config, as this package
+// binds it to the binary's flags (cmd/webhook, and test/chart, which
+// parses the chart's rendered arguments with them).
 type Config = server.Config
 
 // Default returns the webhook's documented defaults.
