@@ -52,7 +52,7 @@ func TestOptionsValidateNamesTheFlagTheValueAndWhatIsAccepted(t *testing.T) {
 			o.Profiles = append(o.Profiles, budget.Profile{Name: "Corp", Routing: time.Second})
 		}, want: []string{`--routing-profile: Corp=1s: name "Corp" is not a DNS-1123 label`}},
 		{name: "an unknown default profile", edit: func(o *mutate.Options) { o.DefaultProfile = "aws-nlb" },
-			want: []string{"--default-routing-profile=aws-nlb: no such profile; want one of kube-proxy, ingress-nginx, aws-alb-ip, aws-nlb-ip, gke-neg, azure-agic"}},
+			want: []string{"--default-routing-profile=aws-nlb: no such profile; want one of " + strings.Join(budget.ProfileNames(budget.BuiltinProfiles()), ", ")}},
 		{name: "a default profile over the cap", edit: func(o *mutate.Options) { o.DefaultProfile, o.MaxGrace = "aws-nlb-ip", time.Minute },
 			want: []string{"--default-routing-profile=aws-nlb-ip: its Pods need 145s, over --max-grace-period=1m"}},
 		{name: "a negative Karpenter ceiling", edit: func(o *mutate.Options) {
