@@ -7,26 +7,68 @@ import (
 	"strings"
 )
 
+// The latency chart's size and margins.
+const (
+	latW, latH                           = 760.0, 440.0
+	latLeft, latRight, latTop, latBottom = 70.0, 190.0, 48.0, 56.0
+	latPW, latPH                         = latW - latLeft - latRight, latH - latTop - latBottom
+)
+
+// latencySeries is one line of the latency chart: a server's p50 or p99
+// at each offered rate, and at the throughput of its max run.
+type latencySeries struct {
+	server, pct, color, dash string
+	pts                      [][2]float64 // rate, ms
+	max                      [2]float64
+	hasMax                   bool
+}
+
+// dashAttr is the series' stroke-dasharray attribute, if it is dashed.
+func (s *latencySeries) dashAttr() string {
+	if s.dash == "" {
+		return ""
+	}
+	return fmt.Sprintf(` stroke-dasharray="%s"`, s.dash)
+}
+
+// latencyAxes maps rates and latencies to the chart: linear in x up to
+// xTop, logarithmic in y over the decades lo to hi.
+type latencyAxes struct{ xTop, xStep, lo, hi float64 }
+
+func (a latencyAxes) x(v float64) float64 { return latLeft + v/a.xTop*latPW }
+func (a latencyAxes) y(v float64) float64 {
+	return latTop + latPH - (math.Log10(v)-a.lo)/(a.hi-a.lo)*latPH
+}
+
 // LatencySVG renders p50 and p99 latency against offered rate for
 // graceguard and the baseline: a log-scale line chart, written by hand to
 // need no plotting library. The max-throughput runs have no offered rate;
 // they are drawn as open markers at the throughput they reached.
 func (r *Results) LatencySVG() string {
-	const (
-		w, h                     = 760.0, 440.0
-		left, right, top, bottom = 70.0, 190.0, 48.0, 56.0
-		pw, ph                   = w - left - right, h - top - bottom
-	)
-	type series struct {
-		server, pct, color, dash string
-		pts                      [][2]float64 // rate, ms
-		max                      [2]float64
-		hasMax                   bool
+	ss := r.latencySeries()
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="sans-serif" font-size="12">`+"\n", latW, latH, latW, latH)
+	fmt.Fprintf(&b, `<rect width="%.0f" height="%.0f" fill="white"/>`+"\n", latW, latH)
+	fmt.Fprintf(&b, `<text x="%.0f" y="24" font-size="15" font-weight="bold">Webhook latency vs offered rate (TLS, loopback, typical Pod)</text>`+"\n", latLeft)
+	ax, ok := latencyAxesOf(ss)
+	if !ok {
+		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f">no load runs in this run</text></svg>`+"\n", latLeft, latTop+latPH/2)
+		return b.String()
 	}
-	var ss []*series
+	ax.grid(&b)
+	for _, s := range ss {
+		ax.series(&b, s)
+	}
+	latencyLegend(&b, ss, r.Machine)
+	b.WriteString("</svg>\n")
+	return b.String()
+}
+
+func (r *Results) latencySeries() []*latencySeries {
+	var ss []*latencySeries
 	for _, server := range []struct{ name, color string }{{ServerGraceguard, "#1f5fa8"}, {ServerBaseline, "#d9730d"}} {
 		for _, pct := range []struct{ name, dash string }{{"p50", ""}, {"p99", "6 4"}} {
-			s := &series{server: server.name, pct: pct.name, color: server.color, dash: pct.dash}
+			s := &latencySeries{server: server.name, pct: pct.name, color: server.color, dash: pct.dash}
 			for _, l := range r.Load {
 				if l.Server != server.name {
 					continue
@@ -44,6 +86,12 @@ func (r *Results) LatencySVG() string {
 			ss = append(ss, s)
 		}
 	}
+	return ss
+}
+
+// latencyAxesOf fits the axes to the series; false when there is nothing
+// to draw.
+func latencyAxesOf(ss []*latencySeries) (latencyAxes, bool) {
 	xMax, yMin, yMax := 0.0, math.Inf(1), 0.0
 	for _, s := range ss {
 		all := s.pts
@@ -57,90 +105,76 @@ func (r *Results) LatencySVG() string {
 			}
 		}
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="sans-serif" font-size="12">`+"\n", w, h, w, h)
-	fmt.Fprintf(&b, `<rect width="%.0f" height="%.0f" fill="white"/>`+"\n", w, h)
-	fmt.Fprintf(&b, `<text x="%.0f" y="24" font-size="15" font-weight="bold">Webhook latency vs offered rate (TLS, loopback, typical Pod)</text>`+"\n", left)
 	if xMax == 0 || yMax == 0 {
-		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f">no load runs in this run</text></svg>`+"\n", left, top+ph/2)
-		return b.String()
+		return latencyAxes{}, false
 	}
 	xStep := niceStep(xMax / 5)
-	xTop := math.Ceil(xMax*1.05/xStep) * xStep
-	lo, hi := math.Floor(math.Log10(yMin)), math.Ceil(math.Log10(yMax))
-	if hi == lo {
-		hi++
+	a := latencyAxes{xTop: math.Ceil(xMax*1.05/xStep) * xStep, xStep: xStep, lo: math.Floor(math.Log10(yMin)), hi: math.Ceil(math.Log10(yMax))}
+	if a.hi == a.lo {
+		a.hi++
 	}
-	x := func(v float64) float64 { return left + v/xTop*pw }
-	y := func(v float64) float64 { return top + ph - (math.Log10(v)-lo)/(hi-lo)*ph }
+	return a, true
+}
 
-	// Grid and axes.
-	for v := 0.0; v <= xTop+xStep/2; v += xStep {
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e6e6e6"/>`+"\n", x(v), top, x(v), top+ph)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%g</text>`+"\n", x(v), top+ph+18, v)
+// grid draws the grid lines, the axes and their labels.
+func (a latencyAxes) grid(b *strings.Builder) {
+	for v := 0.0; v <= a.xTop+a.xStep/2; v += a.xStep {
+		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e6e6e6"/>`+"\n", a.x(v), latTop, a.x(v), latTop+latPH)
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">%g</text>`+"\n", a.x(v), latTop+latPH+18, v)
 	}
-	for d := lo; d <= hi; d++ {
+	for d := a.lo; d <= a.hi; d++ {
 		for _, m := range []float64{1, 2, 5} {
 			v := m * math.Pow(10, d)
-			if math.Log10(v) > hi+1e-9 {
+			if math.Log10(v) > a.hi+1e-9 {
 				break
 			}
 			stroke := "#f0f0f0"
 			if m == 1 {
 				stroke = "#d0d0d0"
 			}
-			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`+"\n", left, y(v), left+pw, y(v), stroke)
-			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end" dominant-baseline="middle">%g</text>`+"\n", left-6, y(v), v)
+			fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`+"\n", latLeft, a.y(v), latLeft+latPW, a.y(v), stroke)
+			fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="end" dominant-baseline="middle">%g</text>`+"\n", latLeft-6, a.y(v), v)
 		}
 	}
-	fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#888"/>`+"\n", left, top, pw, ph)
-	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">offered rate (requests/s); open markers: max-throughput run at the rate it reached</text>`+"\n", left+pw/2, h-14)
-	fmt.Fprintf(&b, `<text transform="translate(18 %.1f) rotate(-90)" text-anchor="middle">latency (ms, log scale)</text>`+"\n", top+ph/2)
+	fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#888"/>`+"\n", latLeft, latTop, latPW, latPH)
+	fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">offered rate (requests/s); open markers: max-throughput run at the rate it reached</text>`+"\n", latLeft+latPW/2, latH-14)
+	fmt.Fprintf(b, `<text transform="translate(18 %.1f) rotate(-90)" text-anchor="middle">latency (ms, log scale)</text>`+"\n", latTop+latPH/2)
+}
 
-	// Series.
-	for _, s := range ss {
-		dash := ""
-		if s.dash != "" {
-			dash = fmt.Sprintf(` stroke-dasharray="%s"`, s.dash)
-		}
-		var pts []string
-		for _, pt := range s.pts {
-			if pt[1] > 0 {
-				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(pt[0]), y(pt[1])))
-			}
-		}
-		if len(pts) > 1 {
-			fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"%s/>`+"\n", strings.Join(pts, " "), s.color, dash)
-		}
-		for _, pt := range s.pts {
-			if pt[1] > 0 {
-				fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"><title>%s %s at %s req/s: %s ms</title></circle>`+"\n",
-					x(pt[0]), y(pt[1]), s.color, s.server, s.pct, num(pt[0]), num(pt[1]))
-			}
-		}
-		if s.hasMax && s.max[1] > 0 {
-			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="5" fill="white" stroke="%s" stroke-width="2"><title>%s %s, max run: %s req/s, %s ms</title></circle>`+"\n",
-				x(s.max[0]), y(s.max[1]), s.color, s.server, s.pct, num(s.max[0]), num(s.max[1]))
-			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="10" fill="%s" dominant-baseline="middle">max %s</text>`+"\n",
-				x(s.max[0])+8, y(s.max[1]), s.color, s.pct)
+// series draws one series: its line, its points and its max run.
+func (a latencyAxes) series(b *strings.Builder, s *latencySeries) {
+	var pts []string
+	for _, pt := range s.pts {
+		if pt[1] > 0 {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", a.x(pt[0]), a.y(pt[1])))
 		}
 	}
+	if len(pts) > 1 {
+		fmt.Fprintf(b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"%s/>`+"\n", strings.Join(pts, " "), s.color, s.dashAttr())
+	}
+	for _, pt := range s.pts {
+		if pt[1] > 0 {
+			fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"><title>%s %s at %s req/s: %s ms</title></circle>`+"\n",
+				a.x(pt[0]), a.y(pt[1]), s.color, s.server, s.pct, num(pt[0]), num(pt[1]))
+		}
+	}
+	if s.hasMax && s.max[1] > 0 {
+		fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="5" fill="white" stroke="%s" stroke-width="2"><title>%s %s, max run: %s req/s, %s ms</title></circle>`+"\n",
+			a.x(s.max[0]), a.y(s.max[1]), s.color, s.server, s.pct, num(s.max[0]), num(s.max[1]))
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" font-size="10" fill="%s" dominant-baseline="middle">max %s</text>`+"\n",
+			a.x(s.max[0])+8, a.y(s.max[1]), s.color, s.pct)
+	}
+}
 
-	// Legend.
-	lx, ly := left+pw+18, top+10
+func latencyLegend(b *strings.Builder, ss []*latencySeries, m Machine) {
+	lx, ly := latLeft+latPW+18, latTop+10
 	for i, s := range ss {
 		yy := ly + float64(i)*22
-		dash := ""
-		if s.dash != "" {
-			dash = fmt.Sprintf(` stroke-dasharray="%s"`, s.dash)
-		}
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"%s/>`+"\n", lx, yy, lx+30, yy, s.color, dash)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" dominant-baseline="middle">%s</text>`+"\n", lx+38, yy, html.EscapeString(s.server+" "+s.pct))
+		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"%s/>`+"\n", lx, yy, lx+30, yy, s.color, s.dashAttr())
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" dominant-baseline="middle">%s</text>`+"\n", lx+38, yy, html.EscapeString(s.server+" "+s.pct))
 	}
-	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" fill="#555">%d CPUs, load %.2f at start</text>`+"\n",
-		lx, ly+float64(len(ss))*22+10, r.Machine.NProc, r.Machine.LoadAvgStart[0])
-	b.WriteString("</svg>\n")
-	return b.String()
+	fmt.Fprintf(b, `<text x="%.1f" y="%.1f" font-size="11" fill="#555">%d CPUs, load %.2f at start</text>`+"\n",
+		lx, ly+float64(len(ss))*22+10, m.NProc, m.LoadAvgStart[0])
 }
 
 // niceStep rounds a raw axis step up to 1, 2 or 5 times a power of ten.

@@ -302,85 +302,130 @@ const (
 
 // creationTargets are the goals of the Pod creation phase.
 func creationTargets(r *Results) []Target {
-	var out []Target
-	add := func(goal string, known, met bool, format string, args ...any) *Target {
-		out = append(out, Target{Goal: goal, Known: known, Met: known && met, Measured: fmt.Sprintf(format, args...)})
-		return &out[len(out)-1]
+	a := creationArmsOf(r)
+	return []Target{a.vsNoopThroughputTarget(), a.vsNoopP50Target(), a.vsNativeTarget(), a.vsNoneTarget(), a.slowdownTarget()}
+}
+
+// creationArms are the arms the creation goals compare, each with whether
+// the run has it.
+type creationArms struct {
+	r                                  *Results
+	c                                  *Creation
+	g, noop, none, native, patched     ArmRun
+	okG, okNoop, okNone, okNative, okP bool
+	// complete is graceguard's arm admitting every Pod with the record and
+	// no errors: a ratio of an arm that did not do its job meets no goal.
+	complete bool
+}
+
+func creationArmsOf(r *Results) creationArms {
+	a := creationArms{r: r, c: r.Creation}
+	a.g, a.okG = a.c.arm(ArmGraceguard)
+	a.noop, a.okNoop = a.c.arm(ArmNoopOneCall)
+	a.none, a.okNone = a.c.arm(ArmNone)
+	a.native, a.okNative = a.c.arm(ArmNativePolicy)
+	a.patched, a.okP = a.c.arm(ArmNoopPatch)
+	a.complete = a.okG && a.g.Errors == 0 && a.g.Mutated == a.g.Pods && a.g.Pods > 0
+	return a
+}
+
+// armCPU is the CPU an arm's Pod cost, in all and in its two main processes.
+func armCPU(a ArmRun) string {
+	return fmt.Sprintf("%s ms of CPU per Pod in all (API server %s, webhook %s)", num(a.cpuTotal()), num(a.CPUMsPerPod[procAPIServer]), num(a.CPUMsPerPod[a.Webhook]))
+}
+
+// roundsRange is the range of a's round rates over base's.
+func roundsRange(a, base ArmRun) string {
+	return rangeOf(roundRatios(a, base), func(v float64) string { return num(v) + "×" })
+}
+
+// whyCPU explains a ratio on a CPU-bound machine, from the CPU each Pod
+// cost and, when measured, the no-op answering graceguard's own patch,
+// which splits the difference into the API server's cost of the mutation
+// and graceguard's own.
+func (a creationArms) whyCPU(t Target, base ArmRun, baseName string) Target {
+	if !t.Known || t.Met {
+		return t
 	}
-	c := r.Creation
-	g, okG := c.arm(ArmGraceguard)
-	noop, okNoop := c.arm(ArmNoopOneCall)
-	none, okNone := c.arm(ArmNone)
-	native, okNative := c.arm(ArmNativePolicy)
-	complete := okG && g.Errors == 0 && g.Mutated == g.Pods && g.Pods > 0
-	cpu := func(a ArmRun) string {
-		return fmt.Sprintf("%s ms of CPU per Pod in all (API server %s, webhook %s)", num(a.cpuTotal()), num(a.CPUMsPerPod[procAPIServer]), num(a.CPUMsPerPod[a.Webhook]))
+	g := a.g
+	if !a.complete {
+		t.Why = fmt.Sprintf("graceguard's arm had %d errors and %d of %d Pods with the record: it did not admit every Pod as it should.", g.Errors, g.Mutated, g.Pods)
+		return t
 	}
-	rounds := func(a, base ArmRun) string {
-		return rangeOf(roundRatios(a, base), func(v float64) string { return num(v) + "×" })
+	why := fmt.Sprintf("All processes share %d CPUs and %d clients keep them busy, so Pods/s follows the CPU each Pod costs: graceguard's arm %s; %s %s.",
+		a.r.Machine.NProc, a.c.Clients, armCPU(g), baseName, armCPU(base))
+	if a.okP && base.Arm != ArmNoopPatch {
+		why += " " + a.patchedWhy(base)
 	}
-	patched, okPatched := c.arm(ArmNoopPatch)
-	// whyCPU explains a ratio on a CPU-bound machine, from the CPU each Pod
-	// cost and, when measured, the no-op answering graceguard's own patch,
-	// which splits the difference into the API server's cost of the
-	// mutation and graceguard's own.
-	whyCPU := func(t *Target, base ArmRun, baseName string) {
-		if !t.Known || t.Met {
-			return
-		}
-		if !complete {
-			t.Why = fmt.Sprintf("graceguard's arm had %d errors and %d of %d Pods with the record: it did not admit every Pod as it should.", g.Errors, g.Mutated, g.Pods)
-			return
-		}
-		why := fmt.Sprintf("All processes share %d CPUs and %d clients keep them busy, so Pods/s follows the CPU each Pod costs: graceguard's arm %s; %s %s.",
-			r.Machine.NProc, c.Clients, cpu(g), baseName, cpu(base))
-		if okPatched && base.Arm != ArmNoopPatch {
-			why += fmt.Sprintf(" The no-op webhook answering every Pod with graceguard's own patch, behind graceguard's registrations (%s), reaches %s of %s's "+
-				"throughput (%s): that is what the API server's handling of this mutation costs whoever computes it (encoding the Pod, applying the JSON patch, "+
-				"decoding and comparing the result, a second round of mutating admission because the Pod changed, the field manager and storage of a bigger Pod), "+
-				"a ceiling for any webhook making this change. graceguard reaches %s of that arm's throughput: its own work (%s ms of CPU per Pod in graceguard, "+
-				"%s in the no-op) is not where the difference is.",
-				ArmNoopPatch, ratio(patched.PodsPerSec, base.PodsPerSec), base.Arm, cpu(patched), ratio(g.PodsPerSec, patched.PodsPerSec),
-				num(g.CPUMsPerPod[procGraceguard]), num(patched.CPUMsPerPod[procNoop]))
-		}
-		if steps := patchSteps(c); steps != "" {
-			why += " " + steps
-		}
-		t.Why = why
+	if steps := patchSteps(a.c); steps != "" {
+		why += " " + steps
 	}
-	known := okG && okNoop
-	t := add(fmt.Sprintf("graceguard as its chart registers it: Pod throughput ≥ %g× a one-call no-op webhook's", goalVsNoopThroughput), known,
-		complete && g.PodsPerSec >= goalVsNoopThroughput*noop.PodsPerSec,
-		"%s (%s vs %s Pods/s; rounds %s)", ratio(g.PodsPerSec, noop.PodsPerSec), num(g.PodsPerSec), num(noop.PodsPerSec), rounds(g, noop))
-	whyCPU(t, noop, "the one-call no-op's")
-	t = add(fmt.Sprintf("graceguard as its chart registers it: p50 ≤ %g× the one-call no-op webhook's", goalVsNoopP50), known,
-		complete && g.Latency.P50 <= goalVsNoopP50*noop.Latency.P50,
+	t.Why = why
+	return t
+}
+
+// patchedWhy compares base and graceguard with the no-op answering
+// graceguard's patch.
+func (a creationArms) patchedWhy(base ArmRun) string {
+	p := a.patched
+	return fmt.Sprintf("The no-op webhook answering every Pod with graceguard's own patch, behind graceguard's registrations (%s), reaches %s of %s's "+
+		"throughput (%s): that is what the API server's handling of this mutation costs whoever computes it (encoding the Pod, applying the JSON patch, "+
+		"decoding and comparing the result, a second round of mutating admission because the Pod changed, the field manager and storage of a bigger Pod), "+
+		"a ceiling for any webhook making this change. graceguard reaches %s of that arm's throughput: its own work (%s ms of CPU per Pod in graceguard, "+
+		"%s in the no-op) is not where the difference is.",
+		ArmNoopPatch, ratio(p.PodsPerSec, base.PodsPerSec), base.Arm, armCPU(p), ratio(a.g.PodsPerSec, p.PodsPerSec),
+		num(a.g.CPUMsPerPod[procGraceguard]), num(p.CPUMsPerPod[procNoop]))
+}
+
+func (a creationArms) vsNoopThroughputTarget() Target {
+	g, noop := a.g, a.noop
+	t := checked(fmt.Sprintf("graceguard as its chart registers it: Pod throughput ≥ %g× a one-call no-op webhook's", goalVsNoopThroughput), a.okG && a.okNoop,
+		a.complete && g.PodsPerSec >= goalVsNoopThroughput*noop.PodsPerSec,
+		"%s (%s vs %s Pods/s; rounds %s)", ratio(g.PodsPerSec, noop.PodsPerSec), num(g.PodsPerSec), num(noop.PodsPerSec), roundsRange(g, noop))
+	return a.whyCPU(t, noop, "the one-call no-op's")
+}
+
+func (a creationArms) vsNoopP50Target() Target {
+	g, noop := a.g, a.noop
+	t := checked(fmt.Sprintf("graceguard as its chart registers it: p50 ≤ %g× the one-call no-op webhook's", goalVsNoopP50), a.okG && a.okNoop,
+		a.complete && g.Latency.P50 <= goalVsNoopP50*noop.Latency.P50,
 		"%s (%s vs %s ms)", ratio(g.Latency.P50, noop.Latency.P50), num(g.Latency.P50), num(noop.Latency.P50))
-	whyCPU(t, noop, "the one-call no-op's")
-	t = add(fmt.Sprintf("graceguard: Pod throughput ≥ %g× the native MutatingAdmissionPolicy's doing the same injection", goalVsNativeThroughput), okG && okNative,
-		complete && g.PodsPerSec >= goalVsNativeThroughput*native.PodsPerSec,
-		"%s (%s vs %s Pods/s; rounds %s)", ratio(g.PodsPerSec, native.PodsPerSec), num(g.PodsPerSec), num(native.PodsPerSec), rounds(g, native))
-	whyCPU(t, native, "the native policy's")
-	t = add(fmt.Sprintf("graceguard: Pod throughput ≥ %g× and p50 ≤ %g× of no admission policy (the goals above, on this machine)", goalVsNoneThroughput, goalVsNoneP50),
-		okG && okNone, complete && g.PodsPerSec >= goalVsNoneThroughput*none.PodsPerSec && g.Latency.P50 <= goalVsNoneP50*none.Latency.P50,
+	return a.whyCPU(t, noop, "the one-call no-op's")
+}
+
+func (a creationArms) vsNativeTarget() Target {
+	g, native := a.g, a.native
+	t := checked(fmt.Sprintf("graceguard: Pod throughput ≥ %g× the native MutatingAdmissionPolicy's doing the same injection", goalVsNativeThroughput), a.okG && a.okNative,
+		a.complete && g.PodsPerSec >= goalVsNativeThroughput*native.PodsPerSec,
+		"%s (%s vs %s Pods/s; rounds %s)", ratio(g.PodsPerSec, native.PodsPerSec), num(g.PodsPerSec), num(native.PodsPerSec), roundsRange(g, native))
+	return a.whyCPU(t, native, "the native policy's")
+}
+
+func (a creationArms) vsNoneTarget() Target {
+	g, none := a.g, a.none
+	t := checked(fmt.Sprintf("graceguard: Pod throughput ≥ %g× and p50 ≤ %g× of no admission policy (the goals above, on this machine)", goalVsNoneThroughput, goalVsNoneP50),
+		a.okG && a.okNone, a.complete && g.PodsPerSec >= goalVsNoneThroughput*none.PodsPerSec && g.Latency.P50 <= goalVsNoneP50*none.Latency.P50,
 		"%s throughput, %s p50 (%s vs %s Pods/s, %s vs %s ms)", ratio(g.PodsPerSec, none.PodsPerSec), ratio(g.Latency.P50, none.Latency.P50),
 		num(g.PodsPerSec), num(none.PodsPerSec), num(g.Latency.P50), num(none.Latency.P50))
-	whyCPU(t, none, "no policy's")
+	return a.whyCPU(t, none, "no policy's")
+}
 
+func (a creationArms) slowdownTarget() Target {
+	g, none, noop := a.g, a.none, a.noop
 	slowdown := 0.0
-	if okNone && none.PodsPerSec > 0 {
+	if a.okNone && none.PodsPerSec > 0 {
 		slowdown = 100 * (1 - g.PodsPerSec/none.PodsPerSec)
 	}
-	t = add(fmt.Sprintf("Pod creation through the API server slowed by ≤ %g%%", goalSlowdown), okG && okNone, complete && slowdown <= goalSlowdown,
+	t := checked(fmt.Sprintf("Pod creation through the API server slowed by ≤ %g%%", goalSlowdown), a.okG && a.okNone, a.complete && slowdown <= goalSlowdown,
 		"%.1f%% (%s vs %s Pods/s; %d of %d with the record, %d errors); CPU per Pod, all processes: %s vs %s ms", slowdown,
 		num(g.PodsPerSec), num(none.PodsPerSec), g.Mutated, g.Pods, g.Errors, num(g.cpuTotal()), num(none.cpuTotal()))
-	if t.Known && !t.Met && okNoop && none.PodsPerSec > 0 {
+	if t.Known && !t.Met && a.okNoop && none.PodsPerSec > 0 {
 		t.Why = fmt.Sprintf("The floor of any webhook is above it: a no-op webhook called once per Pod slows creation by %.1f%% here (%s ms of CPU per Pod "+
 			"in all vs %s without; the API server's share goes from %s to %s ms: encoding the review, the TLS call, decoding the answer). "+
 			"graceguard adds the mutation to that (see the targets above).",
 			100*(1-noop.PodsPerSec/none.PodsPerSec), num(noop.cpuTotal()), num(none.cpuTotal()), num(none.CPUMsPerPod[procAPIServer]), num(noop.CPUMsPerPod[procAPIServer]))
 	}
-	return out
+	return t
 }
 
 func (r *Results) loadRun(server string, rate int) (LoadRun, bool) {
