@@ -58,7 +58,7 @@ golden: ## Regenerate golden files after an intended change (review the diff!); 
 	UPDATE_GOLDEN=1 $(GO) -C test test ./harness/chart/
 
 .PHONY: generate
-generate: ## Regenerate what derives from Go: deep-copy code and CRD (controller-gen, pinned), the chart's profile table and proof whitelist (_generated.tpl), the tables of README and docs/.
+generate: ## Regenerate what derives from Go: deep-copy code and CRD (controller-gen, pinned), the chart's profile table, proof whitelist and flag ranges (_generated.tpl), the tables of README and docs/.
 	hack/generate.sh
 
 .PHONY: generate-check

@@ -47,6 +47,16 @@ var termDefaults = map[budget.Term]string{
 // default: "default-max-work".
 func TermDefault(t budget.Term) string { return termDefaults[t] }
 
+// TermDefaultRange is the range of a budget term's cluster default: a
+// term, 0 to budget.MaxTerm.
+func TermDefaultRange(t budget.Term) DurationRange {
+	return DurationRange{Name: termDefaults[t], Min: 0, Max: budget.MaxTerm}
+}
+
+// MaxGrace is --max-grace-period's range: a Pod needs at least 1s to stop
+// at all, and the flag reads a duration of at most budget.MaxTerm.
+var MaxGrace = DurationRange{Name: MaxGracePeriod, Min: time.Second, Max: budget.MaxTerm}
+
 // DefaultFlag is TermDefault as messages write it: "--default-max-work".
 func DefaultFlag(t budget.Term) string { return "--" + termDefaults[t] }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/graceguard/graceguard/pkg/budget"
 )
 
 func TestRangesSayTheFlagTheValueAndTheRange(t *testing.T) {
@@ -19,6 +21,8 @@ func TestRangesSayTheFlagTheValueAndTheRange(t *testing.T) {
 		{"a duration in range", DrainTimeout.Check(time.Second), ""},
 		{"a duration under", DrainTimeout.Check(0), "--drain-timeout=0s: want 1s to 5m"},
 		{"a duration over, with why", WebhookTimeout.Check(31 * time.Second), "--webhook-timeout=31s: want 1s to 30s, the range of a webhook's timeoutSeconds"},
+		{"the grace cap under 1s", MaxGrace.Check(500 * time.Millisecond), "--max-grace-period=500ms: want 1s to 1h"},
+		{"a term's default, named by its term", TermDefaultRange(budget.Work).Check(2 * time.Hour), "--default-max-work=2h: want 0s to 1h"},
 		{"a Go duration printed as Go prints it", FlushInterval.Check(11 * time.Minute), "--flush-interval=11m0s: want 10ms to 10m"},
 		{"an address", HealthProbeBindAddress.Check("127.0.0.1:8081"), ""},
 		{"no port", HealthProbeBindAddress.Check("localhost"), "--health-probe-bind-address=localhost: address localhost: missing port in address; want host:port or :port"},

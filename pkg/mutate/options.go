@@ -36,8 +36,8 @@ func (o Options) Validate() error {
 
 func (o Options) checkMaxGrace() error {
 	invalid := func(err error) error { return flags.Invalid(flags.MaxGracePeriod, budget.Format(o.MaxGrace), err) }
-	if o.MaxGrace < time.Second {
-		return invalid(errors.New("must be at least 1s"))
+	if o.MaxGrace < flags.MaxGrace.Min {
+		return invalid(fmt.Errorf("must be at least %s", budget.Format(flags.MaxGrace.Min)))
 	}
 	if need := o.Defaults.Grace(); need > budget.CeilSeconds(o.MaxGrace) {
 		return invalid(fmt.Errorf("the default budget alone needs %ds (%s)", need, o.Defaults.Arithmetic()))

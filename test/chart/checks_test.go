@@ -137,11 +137,11 @@ func TestOtherCrossFieldChecks(t *testing.T) {
 		{"a cap below the default budget", "config: {maxGracePeriod: 20s}",
 			"config.maxGracePeriod: 20s (20s) is less than the default budget 30s (defaultRoutingDelay 5s + defaultMaxWork 20s + defaultCleanup 2s + defaultSafetyMargin 3s)"},
 		{"a shutdown delay over 5m", "shutdown: {delay: 6m, terminationGracePeriodSeconds: 600}",
-			"shutdown.delay: 6m is out of range; want 0 to 5m"},
+			"shutdown.delay: 6m is out of range; want 0s to 5m (--shutdown-delay)"},
 		{"no drain at all", "shutdown: {drainTimeout: 0}",
-			"shutdown.drainTimeout: 0 is out of range; want 1s to 5m"},
+			"shutdown.drainTimeout: 0 is out of range; want 1s to 5m (--drain-timeout)"},
 		{"a default over 1h", "config: {defaultMaxWork: 2h}",
-			"config.defaultMaxWork: 2h is out of range; want 0 to 1h"},
+			"config.defaultMaxWork: 2h is out of range; want 0s to 1h (--default-max-work)"},
 		{"renewing before issuing", "certificates: {mode: cert-manager, certManager: {renewBefore: 3000h}}",
 			"certificates.certManager.renewBefore: 3000h must be shorter than duration 2160h"},
 		{"as many pending connections as open ones", "config: {maxConnections: 200, maxPendingConnections: 200}",
@@ -157,7 +157,7 @@ func TestOtherCrossFieldChecks(t *testing.T) {
 		{"a graceful node shutdown that leaves regular Pods nothing", "config: {nodeShutdownGracePeriod: 30s, nodeShutdownGracePeriodCriticalPods: 30s}",
 			"config.nodeShutdownGracePeriodCriticalPods: 30s must be shorter than config.nodeShutdownGracePeriod 30s: regular Pods get the difference"},
 		{"a Karpenter ceiling over 720h", "config: {karpenterTerminationGracePeriod: 1000h}",
-			"config.karpenterTerminationGracePeriod: 1000h is out of range; want 0 to 720h"},
+			"config.karpenterTerminationGracePeriod: 1000h is out of range; want 0s to 720h (--karpenter-termination-grace-period)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			mustContain(t, "the error", renderErr(t, c.values), c.want)

@@ -82,7 +82,7 @@ func TestObserverRunsApartFromTheWebhook(t *testing.T) {
 		f["excluded-namespaces"] != "kube-system,monitoring" || f["excluded-namespaces"] != flags(t, r.container(t))["excluded-namespaces"] {
 		t.Errorf("values do not reach the observer: %v", f)
 	}
-	mustContain(t, "the error", renderErr(t, "observer: {flushInterval: 20m}"), "observer.flushInterval: 20m is out of range; want 10ms to 10m")
+	mustContain(t, "the error", renderErr(t, "observer: {flushInterval: 20m}"), "observer.flushInterval: 20m is out of range; want 10ms to 10m (--flush-interval)")
 	mustContain(t, "the error", renderErr(t, "observer: {minSamples: 0}"), "minSamples")
 }
 
