@@ -144,6 +144,8 @@ A graceguard annotation not listed leaves its Pod to the validating webhook.
 	b.WriteString(strings.Join(terms, " ||\n"))
 	b.WriteString("\n{{- end -}}\n\n")
 	b.WriteString(rangesTemplate())
+	b.WriteString("\n")
+	b.WriteString(profileRangesTemplate())
 	return b.String()
 }
 

@@ -21,8 +21,8 @@ type chartRange struct {
 }
 
 // chartRanges is each flag-backed duration value of the chart and its
-// flag's range. Routing profiles' durations (keyed by profile name) stay
-// in validate.yaml.
+// flag's range. Routing profiles' durations, keyed by profile name, have
+// profileRangesTemplate.
 func chartRanges() []chartRange {
 	ceiling := func(name string) flags.DurationRange { return flags.DurationRange{Name: name, Max: flags.MaxCeiling} }
 	return []chartRange{
@@ -67,3 +67,26 @@ func rangeText(r flags.DurationRange) string {
 }
 
 func seconds(s float64) string { return strconv.FormatFloat(s, 'f', -1, 64) }
+
+// profileRangesTemplate is the define of _generated.tpl that checks one
+// routing profile of config.routingProfiles: both durations within
+// budget.Profile.Validate's bounds.
+func profileRangesTemplate() string {
+	r := flags.DurationRange{Name: flags.RoutingProfile, Max: budget.MaxTerm}
+	var b strings.Builder
+	b.WriteString(`{{/*
+graceguard.profileRanges: fails unless both durations of the routing profile
+p named name are in budget.Profile.Validate's range. Usage:
+include "graceguard.profileRanges" (list name p)
+*/}}
+{{- define "graceguard.profileRanges" -}}
+{{- $name := index . 0 -}}
+{{- $p := index . 1 -}}
+`)
+	for _, f := range []struct{ key, value string }{{"routingDelay", "$p.routingDelay"}, {"graceFloor", "(default 0 $p.graceFloor)"}} {
+		fmt.Fprintf(&b, "{{- include \"graceguard.checkRange\" (list (printf \"config.routingProfiles.%%s.%s\" $name) %s %s %s %q) -}}\n",
+			f.key, f.value, seconds(r.Min.Seconds()), seconds(r.Max.Seconds()), rangeText(r))
+	}
+	b.WriteString("{{- end -}}\n")
+	return b.String()
+}

@@ -53,3 +53,15 @@ in its flag's range (pkg/flags). Usage: include "graceguard.generatedRanges" .
 {{- include "graceguard.checkRange" (list "config.nodeShutdownGracePeriodCriticalPods" $v.config.nodeShutdownGracePeriodCriticalPods 0 2592000 "0s to 720h (--node-shutdown-grace-period-critical-pods)") -}}
 {{- include "graceguard.checkRange" (list "observer.flushInterval" $v.observer.flushInterval 0.01 600 "10ms to 10m (--flush-interval)") -}}
 {{- end -}}
+
+{{/*
+graceguard.profileRanges: fails unless both durations of the routing profile
+p named name are in budget.Profile.Validate's range. Usage:
+include "graceguard.profileRanges" (list name p)
+*/}}
+{{- define "graceguard.profileRanges" -}}
+{{- $name := index . 0 -}}
+{{- $p := index . 1 -}}
+{{- include "graceguard.checkRange" (list (printf "config.routingProfiles.%s.routingDelay" $name) $p.routingDelay 0 3600 "0s to 1h (--routing-profile)") -}}
+{{- include "graceguard.checkRange" (list (printf "config.routingProfiles.%s.graceFloor" $name) (default 0 $p.graceFloor) 0 3600 "0s to 1h (--routing-profile)") -}}
+{{- end -}}
