@@ -18,10 +18,10 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/graceguard/graceguard/hack/internal/repo"
 	"github.com/graceguard/graceguard/pkg/budget"
 	"github.com/graceguard/graceguard/pkg/flags"
 	"github.com/graceguard/graceguard/pkg/mutate"
+	"github.com/graceguard/graceguard/test/harness/repo"
 )
 
 // ChartFile is the chart template make generate owns.

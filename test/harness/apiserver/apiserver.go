@@ -31,6 +31,7 @@ import (
 	"github.com/graceguard/graceguard/pkg/mutate"
 	"github.com/graceguard/graceguard/pkg/server"
 	"github.com/graceguard/graceguard/test/harness/chart"
+	"github.com/graceguard/graceguard/test/harness/logs"
 )
 
 // APIServerOptions configure StartAPIServer.
@@ -321,7 +322,7 @@ func (a *APIServer) WaitMutating(ctx context.Context, timeout time.Duration) err
 	}
 	err := fmt.Errorf("graceguard did not mutate Pods within %s (last error: %v)", timeout, last)
 	if a.Webhook != nil {
-		err = fmt.Errorf("%w; its log %s ends with:\n%s", err, a.Webhook.Log, a.Webhook.logTail(15))
+		err = fmt.Errorf("%w; its log %s ends with:\n%s", err, a.Webhook.Log, logs.Tail(a.Webhook.Log, 15))
 	}
 	return err
 }
