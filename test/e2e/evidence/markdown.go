@@ -94,6 +94,7 @@ type summaryRow struct{ Title, Result, Measured string }
 var pageTemplate = template.Must(template.New(MDName).Funcs(template.FuncMap{
 	"yes": yes, "secs": secs, "at": at, "cell": cell, "orNone": OrNone, "join": strings.Join, "onOff": onOff,
 	"kinds":    KindList[int],
+	"value":    func(a At) Secs { return *a },
 	"trimExec": func(s string) string { return strings.TrimPrefix(s, "exec ") },
 	"ms":       func(s Secs) string { return fmt.Sprintf("%.0f", 1000*float64(s)) },
 	"window":   func(e EndpointFailures) float64 { return float64(e.Last - e.First) },
@@ -102,7 +103,6 @@ var pageTemplate = template.Must(template.New(MDName).Funcs(template.FuncMap{
 	"deletion": func(d *Deletion, withChecks bool) string {
 		return written(func(b *strings.Builder) { deletionTables(b, d, withChecks) })
 	},
-	"tune":       func(t *Tune) string { return written(func(b *strings.Builder) { tuneSection(b, t) }) },
 	"hostile":    func(h *Hostile) string { return written(func(b *strings.Builder) { hostileSection(b, h) }) },
 	"native":     func(n *Native) string { return written(func(b *strings.Builder) { nativeSection(b, n) }) },
 	"brokenHook": func(h *BrokenHook) string { return written(func(b *strings.Builder) { brokenHookSection(b, h) }) },
@@ -146,61 +146,6 @@ func Markdown(r *Run, assets string) string {
 		panic(fmt.Sprintf("%s: %v", MDName, err))
 	}
 	return b.String()
-}
-
-func tuneSection(b *strings.Builder, t *Tune) {
-	b.WriteString("## 7. Budgets from evidence: observe, recommend, apply\n\n")
-	fmt.Fprintf(b, "Deployment `%s/%s`, %d replicas, Pod template annotations `%s` and `terminationGracePeriodSeconds: %d`\n"+
-		"(a team that trimmed its grace to the budget). The app's drain really takes longer than 5 s: the load sends %d requests/s\n"+
-		"of %s work through the router of scenario 3 (lag %s, client timeout %s), and requests admitted until the router\n"+
-		"withdraws a Pod keep it draining about 12 s after SIGTERM. graceguard's observer (the chart's `observer` Deployment) records\n"+
-		"every old Pod's shutdown in ShutdownReport `deployment-%s`; `kubectl graceguard recommend` (run in-process with the\n"+
-		"cluster's kubeconfig) reads it, and its `-o yaml` is applied with server-side apply, as its help says. Each round is a\n"+
-		"rollout under that load: a restart; the rollout the applied recommendation itself starts (the Pods it replaces still\n"+
-		"have the old budget, so they are cut once more); and the next restart.\n\n",
-		t.Namespace, t.Workload, t.Replicas, t.Annotations, t.Grace, t.Rate, secs(t.Work), secs(t.RouterLag), secs(t.ClientTimeout), t.Workload)
-	b.WriteString("| round | old Pods' budget | sent | succeeded | failed | failures by kind | shutdowns observed | SIGKILLed | observed drains (s) | recommendation after the round | rollout |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, rd := range t.Rounds {
-		var drains []string
-		for _, s := range rd.Samples {
-			d := fmt.Sprintf("%d", s.Drain)
-			if s.Outcome == "Killed" {
-				d += " killed"
-			}
-			if s.AppDrain != nil {
-				d += fmt.Sprintf(" (app: %.2f)", float64(*s.AppDrain))
-			}
-			drains = append(drains, d)
-		}
-		fmt.Fprintf(b, "| %s | `%s` | %d | %d | %d | %s | %d | %d | %s | %s | %s |\n", rd.Name, rd.Budget, rd.Sent, rd.Succeeded, rd.Failed,
-			cell(KindList(rd.ByKind)), rd.Observed, rd.Kills, cell(OrNone(strings.Join(drains, ", "))), cell(rd.Recommended), secs(rd.Rollout))
-	}
-	b.WriteString("\nObserved drains are the observer's (SIGTERM to exit from whole-second API times; for a killed Pod, SIGTERM to the\n" +
-		"kill); \"app\" is sigterm to shutdown_complete in the app's own nanosecond log, where it completed.\n\n")
-	if t.Recommend != "" {
-		fmt.Fprintf(b, "`kubectl graceguard recommend -n %s` after the first round:\n\n```\n%s```\n\n", t.Namespace, t.Recommend)
-	}
-	if t.RecommendYAML != "" {
-		fmt.Fprintf(b, "Its `-o yaml`, applied as `kubectl apply --server-side --force-conflicts --field-manager=graceguard-recommend` does\n"+
-			"(client-go's dynamic client, server-side apply with force):\n\n```yaml\n%s```\n\n", t.RecommendYAML)
-	}
-	if len(t.Events) > 0 {
-		b.WriteString("Events on the Deployment:\n\n")
-		for _, e := range t.Events {
-			fmt.Fprintf(b, "- %s\n", e)
-		}
-		b.WriteString("\n")
-	}
-	if len(t.Table) > 0 {
-		fmt.Fprintf(b, "`kubectl get shutdownreports -n %s` after the last round (the CRD's printer columns):\n\n```\n%s\n```\n\n", t.Namespace, strings.Join(t.Table, "\n"))
-	}
-	if t.RecommendAfter != "" {
-		fmt.Fprintf(b, "`kubectl graceguard recommend` after the last round:\n\n```\n%s```\n\n", t.RecommendAfter)
-	}
-	if t.GarbageCollected != nil {
-		fmt.Fprintf(b, "Deleting the Deployment took its report with it (garbage collection through the report's owner reference) within %s.\n\n", at(t.GarbageCollected))
-	}
-	checksTable(b, t.Checks)
 }
 
 func brokenHookSection(b *strings.Builder, h *BrokenHook) {
