@@ -103,9 +103,8 @@ var pageTemplate = template.Must(template.New(MDName).Funcs(template.FuncMap{
 	"deletion": func(d *Deletion, withChecks bool) string {
 		return written(func(b *strings.Builder) { deletionTables(b, d, withChecks) })
 	},
-	"hostile":    func(h *Hostile) string { return written(func(b *strings.Builder) { hostileSection(b, h) }) },
-	"native":     func(n *Native) string { return written(func(b *strings.Builder) { nativeSection(b, n) }) },
-	"brokenHook": func(h *BrokenHook) string { return written(func(b *strings.Builder) { brokenHookSection(b, h) }) },
+	"hostile": func(h *Hostile) string { return written(func(b *strings.Builder) { hostileSection(b, h) }) },
+	"native":  func(n *Native) string { return written(func(b *strings.Builder) { nativeSection(b, n) }) },
 }).Parse(pageText))
 
 func written(f func(*strings.Builder)) string {
@@ -146,54 +145,6 @@ func Markdown(r *Run, assets string) string {
 		panic(fmt.Sprintf("%s: %v", MDName, err))
 	}
 	return b.String()
-}
-
-func brokenHookSection(b *strings.Builder, h *BrokenHook) {
-	b.WriteString("## 10. A broken preStop hook: one fails, one hangs\n\n")
-	fmt.Fprintf(b, "Two Deployments of the drain app in `%s` (opted in), each with a preStop hook of the user's own, each\n"+
-		"Pod deleted during an admitted request. graceguard budgets a hook whose length it cannot read with the routing delay.\n"+
-		"Requests go from the test process straight to the Pod IP, as in scenarios 1 and 2; in the hang arm a second request,\n"+
-		"sent shortly before the grace ends, stands for work that reaches the Pod late (a client holding a connection).\n\n", h.Namespace)
-	for _, a := range h.Arms {
-		fmt.Fprintf(b, "### %s\n\n", a.Name)
-		fmt.Fprintf(b, "Deployment `%s`, image `%s`, preStop `%s`.", a.Workload, a.Image, a.PreStop)
-		if a.Tried != "" {
-			fmt.Fprintf(b, " First tried: `%s`; graceguard answered:\n\n```\n%s\n```\n\n", a.Tried, OrNone(a.TriedAnswer))
-		} else {
-			b.WriteString("\n\n")
-		}
-		b.WriteString("Admission warnings on the create:\n\n")
-		if len(a.Warnings) == 0 {
-			b.WriteString("- none\n")
-		}
-		for _, w := range a.Warnings {
-			fmt.Fprintf(b, "- `%s`\n", w)
-		}
-		b.WriteString("\n")
-		if d := a.Deletion; d != nil {
-			deletionTables(b, d, false)
-		}
-		if a.InFlight != "" {
-			fmt.Fprintf(b, "A second request sent at %s, shortly before the grace ends: %s at %s.\n\n", at(a.InFlightSent), a.InFlight, at(a.InFlightDone))
-		}
-		fmt.Fprintf(b, "Events of the Pod (%d FailedPreStopHook; whole-second timestamps):\n\n", a.HookEvents)
-		if len(a.PodEvents) == 0 {
-			b.WriteString("- none\n")
-		}
-		for _, e := range a.PodEvents {
-			fmt.Fprintf(b, "- %s\n", e)
-		}
-		fmt.Fprintf(b, "\ngraceguard's observer, as a user reads it. ShutdownReport sample: %s.\n\n", OrNone(a.Sample))
-		for _, e := range a.WorkloadEvents {
-			fmt.Fprintf(b, "- %s\n", e)
-		}
-		if len(a.Recommend) > 0 {
-			fmt.Fprintf(b, "\n```\n$ kubectl graceguard recommend -n %s\n%s\n```\n", h.Namespace, strings.Join(a.Recommend, "\n"))
-		}
-		b.WriteString("\n")
-	}
-	b.WriteString("Checks of this scenario:\n\n")
-	checksTable(b, h.Checks)
 }
 
 func hostileSection(b *strings.Builder, h *Hostile) {
