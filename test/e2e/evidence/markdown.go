@@ -104,7 +104,6 @@ var pageTemplate = template.Must(template.New(MDName).Funcs(template.FuncMap{
 		return written(func(b *strings.Builder) { deletionTables(b, d, withChecks) })
 	},
 	"hostile": func(h *Hostile) string { return written(func(b *strings.Builder) { hostileSection(b, h) }) },
-	"native":  func(n *Native) string { return written(func(b *strings.Builder) { nativeSection(b, n) }) },
 }).Parse(pageText))
 
 func written(f func(*strings.Builder)) string {
@@ -601,32 +600,4 @@ func firstLine(s string) string {
 		s = s[:220] + "..."
 	}
 	return s
-}
-
-func nativeSection(b *strings.Builder, n *Native) {
-	b.WriteString("## 9. Istio native sidecar: its drain waits for the routing window\n\n")
-	fmt.Fprintf(b, "Each Pod is shaped as Istio injects a native sidecar: init container `istio-proxy` with `restartPolicy: Always`,\n"+
-		"preStop `pilot-agent request --debug-port=15020 POST drain`, annotation `sidecar.istio.io/status`. The proxy is\n"+
-		"`nativeproxy` (test/images/nativeproxy): from the drain call on it closes each connection after its answer and\n"+
-		"refuses new ones (istio#51855, #60649). The router applies EndpointSlice changes %s late; %d requests/s of %s\n"+
-		"each (client timeout %s, no keep-alives) go through it to the proxy. Arm A is treated by graceguard (routing delay %s);\n"+
-		"arm B opts out (`graceguard.io/inject: \"false\"`) with arm A's app hook and grace copied by hand, so only the\n"+
-		"proxy's hook differs. Both Pods are deleted at the same moment.\n\n",
-		secs(n.RouterLag), n.Rate, secs(n.Work), secs(n.ClientTimeout), secs(n.Routing))
-	b.WriteString("| arm | budget | grace | app preStop | proxy preStop | sent before / failed | sent during withdrawal / lost | lost by kind | router dropped | drain | listener closed | app SIGTERM | proxy SIGTERM | Pod gone |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, a := range n.Arms {
-		lost := KindList(a.ByKind)
-		if a.Lost > 0 {
-			lost += fmt.Sprintf(" (sent %s to %s)", at(a.FirstLost), at(a.LastLost))
-		}
-		fmt.Fprintf(b, "| %s | `%s` | %d | %s | `%s` | %d / %d | %d / %d | %s | %s | %s | %s | %s | %s | %s |\n", cell(a.Name), OrNone(a.Budget), a.Grace, a.AppPreStop, cell(a.ProxyPreStop),
-			a.Before, a.BeforeFailed, a.During, a.Lost, lost, at(a.RouterDropped), at(a.Drain), at(a.ListenerClosed), at(a.AppSIGTERM), at(a.ProxySIGTERM), at(a.PodGone))
-	}
-	b.WriteString("\nMoments are seconds after each Pod's delete call. ")
-	var parts []string
-	for _, a := range n.Arms {
-		parts = append(parts, fmt.Sprintf("%s: the proxy relayed %d requests, %d of them answered while draining", a.Name, a.ProxyRequests, a.ProxyDrained))
-	}
-	b.WriteString(strings.Join(parts, "; ") + ".\n\n")
-	checksTable(b, n.Checks)
 }
