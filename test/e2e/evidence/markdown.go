@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"text/template"
@@ -93,7 +92,7 @@ type summaryRow struct{ Title, Result, Measured string }
 // sections that still compose their own prose write themselves.
 var pageTemplate = template.Must(template.New(MDName).Funcs(template.FuncMap{
 	"yes": yes, "secs": secs, "at": at, "cell": cell, "orNone": OrNone, "join": strings.Join, "onOff": onOff,
-	"kinds":    KindList[int],
+	"kinds":    kinds,
 	"value":    func(a At) Secs { return *a },
 	"trimExec": func(s string) string { return strings.TrimPrefix(s, "exec ") },
 	"ms":       func(s Secs) string { return fmt.Sprintf("%.0f", 1000*float64(s)) },
@@ -103,7 +102,12 @@ var pageTemplate = template.Must(template.New(MDName).Funcs(template.FuncMap{
 	"deletion": func(d *Deletion, withChecks bool) string {
 		return written(func(b *strings.Builder) { deletionTables(b, d, withChecks) })
 	},
-	"hostile": func(h *Hostile) string { return written(func(b *strings.Builder) { hostileSection(b, h) }) },
+	"code":      codeList,
+	"bytes":     byteSize,
+	"count":     count,
+	"cpu":       cpuTime,
+	"floodName": floodName,
+	"quotes":    quoteList,
 }).Parse(pageText))
 
 func written(f func(*strings.Builder)) string {
@@ -144,164 +148,6 @@ func Markdown(r *Run, assets string) string {
 		panic(fmt.Sprintf("%s: %v", MDName, err))
 	}
 	return b.String()
-}
-
-func hostileSection(b *strings.Builder, h *Hostile) {
-	b.WriteString("## 8. A hostile tenant against the fail-closed webhook\n\n")
-	a := h.Attack
-	if a == nil {
-		a = &Attack{}
-	}
-	fmt.Fprintf(b, "A tenant whose ServiceAccount (`%s`) may change Pods, Deployments and CronJobs in `%s` (opted in) and `%s`\n"+
-		"(not opted in), and nothing else, runs `test/images/hostile` in a Pod of its namespace: for %s it sends every class\n"+
-		"below at once, through the API server and straight at the webhook replicas' Pod IPs on the bridge. Its Pods carry a\n"+
-		"scheduling gate and its workloads are paused or suspended: admission, not the node, is under attack. graceguard runs as\n"+
-		"scenario 0 installed it, with the chart's limits and no NetworkPolicy. Meanwhile the namespace admin (the test process)\n"+
-		"sets `graceguard.io/max-work: auto` on the tenant's namespace and gives it, every 2 s, the next of %s a value of %s\n"+
-		"(the most the namespace can store beside it; %d updates), and the test process creates ordinary Pods in `%s`,\n"+
-		"%g a second, open loop.\n\n",
-		h.Tenant, h.Namespace, h.Outside, secs(a.Duration), codeList(h.NamespaceKeys), ByteSize(int64(h.NamespaceValueBytes)), h.NamespaceUpdates,
-		steadyNS(h.Steady), steadyRate(h.Steady))
-	if len(h.Access) > 0 {
-		fmt.Fprintf(b, "What the tenant may do, as the API server answers SubjectAccessReviews for it: %s.\n\n", strings.Join(h.Access, "; "))
-	}
-
-	b.WriteString("What the tenant sent through the API server, and the answers it got:\n\n" +
-		"| class | streams | bodies (cycled) | sent | largest body | answer time p50 / max | answers |\n|---|---|---|---|---|---|---|\n")
-	for _, c := range a.Classes {
-		fmt.Fprintf(b, "| %s | %d | %s | %d | %s | %.1f / %.1f s | %s |\n", cell(c.Name), c.Streams, cell(strings.Join(c.Shapes, "; ")), c.Sent, ByteSize(int64(c.Largest)),
-			float64(c.P50), float64(c.Max), cell(KindList(c.Outcomes)))
-	}
-	b.WriteString("\n")
-	var samples []string
-	for _, c := range a.Classes {
-		keys := make([]string, 0, len(c.Samples))
-		for k := range c.Samples {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			samples = append(samples, fmt.Sprintf("| %s | %s | %s |\n", cell(c.Name), cell(k), cell(c.Samples[k])))
-		}
-	}
-	if len(samples) > 0 {
-		b.WriteString("<details><summary>One answer of each kind</summary>\n\n| class | answer | message |\n|---|---|---|\n" + strings.Join(samples, "") + "\n</details>\n\n")
-	}
-
-	fmt.Fprintf(b, "Connections to the webhook port of each replica, as the attacker counted them: it reopens each one graceguard\n"+
-		"closes, holding up to %d at once in all and opening at most %d a second in all (open files: %s).\n\n"+
-		"| kind | replica | opened | failed to open | closed by graceguard | held at most |\n|---|---|---|---|---|---|\n",
-		a.Connections, a.ConnRate, OrNone(a.NoFile))
-	for _, f := range a.Floods {
-		fmt.Fprintf(b, "| %s | %s | %d | %d | %d | %d |\n", floodName(f.Kind), f.Target, f.Opened, f.Failed, f.Closed, f.HeldPeak)
-	}
-	b.WriteString("\n")
-	var fails []string
-	for _, f := range a.Floods {
-		if f.FailSample != "" {
-			fails = append(fails, fmt.Sprintf("%s at %s: %s", f.Kind, f.Target, f.FailSample))
-		}
-	}
-	if len(fails) > 0 {
-		b.WriteString("A failed attempt of each: " + cell(strings.Join(fails, "; ")) + ".\n\n")
-	}
-	if len(a.Errors) > 0 {
-		b.WriteString("The attacker reported: " + cell(strings.Join(a.Errors, "; ")) + ".\n\n")
-	}
-
-	if h.Steady != nil || h.After != nil {
-		b.WriteString("Ordinary creates in `" + steadyNS(h.Steady) + "` during the attack (open loop) and after it (one at a time). A scheduling gate\n" +
-			"keeps them from running. Every tenth is a Pod whose preStop hook outlasts its grace: graceguard's normal answer to it is a refusal.\n" +
-			"All must be answered as usual (asserted); the latency is measured, not asserted (the goal is a p99 under 2 s).\n\n" +
-			"| when | rate | ordinary sent | admitted and mutated | failed | admitted unmutated | latency p50 / p99 / max | hook longer than grace: refused |\n|---|---|---|---|---|---|---|---|\n")
-		for _, row := range []struct {
-			when string
-			s    *Steady
-		}{{"during", h.Steady}, {"after", h.After}} {
-			s := row.s
-			if s == nil {
-				continue
-			}
-			rate := "one at a time"
-			if s.Rate > 0 {
-				rate = fmt.Sprintf("%g/s", s.Rate)
-			}
-			fmt.Fprintf(b, "| %s | %s | %d | %d | %d | %d | %.0f / %.0f / %.0f ms | %d of %d |\n", row.when, rate, s.Sent, s.Created, s.Failed, s.Unmutated,
-				1000*float64(s.P50), 1000*float64(s.P99), 1000*float64(s.Max), s.HookRefused, s.HookSent)
-		}
-		b.WriteString("\n")
-		for _, row := range []struct {
-			when string
-			s    *Steady
-		}{{"during", h.Steady}, {"after", h.After}} {
-			s := row.s
-			if s == nil {
-				continue
-			}
-			if len(s.Causes) > 0 {
-				fmt.Fprintf(b, "Failed or unmutated %s the attack, by cause: %s.\n\n", row.when, cell(KindList(s.Causes)))
-			}
-			if errs := append(slices.Clone(s.Errors), s.HookWrong...); len(errs) > 0 {
-				fmt.Fprintf(b, "Errors %s the attack (seconds after the creates started):\n\n", row.when)
-				for _, e := range errs {
-					fmt.Fprintf(b, "- %s\n", cell(e))
-				}
-				b.WriteString("\n")
-			}
-		}
-		fmt.Fprintf(b, "Load average (1, 5, 15 min) before the attack %s, after it %s; the attacker's container used %s of CPU during it.\n\n",
-			h.LoadBefore, h.LoadAfter, cpuTime(h.AttackerCPU))
-	}
-	if len(h.Endpoints) > 0 {
-		fmt.Fprintf(b, "Ready endpoints of the webhook Service (its EndpointSlices; seconds after the attack started): %s. None ready for %.1f s.\n\n",
-			strings.Join(h.Endpoints, ", "), float64(h.NoEndpoint))
-	}
-
-	b.WriteString("graceguard's Pods through the attack. Peak is the container cgroup's `memory.max_usage_in_bytes` (reset when the\n" +
-		"attack started; page cache included), RSS and heap the most `process_resident_memory_bytes` and\n" +
-		"`go_memstats_heap_inuse_bytes` of its own /metrics, scraped every second; limit hits are `memory.failcnt` (reclaim at\n" +
-		"the limit), OOM kills the cgroup's `oom_kill`.\n\n" +
-		"| Pod | role | limit | peak | RSS | heap | limit hits | OOM kills | CPU used | restarts | last state |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, r := range h.Replicas {
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %s |\n", r.Pod, r.Role, ByteSize(r.Limit), ByteSize(r.CgroupPeak), ByteSize(r.RSSPeak), ByteSize(r.HeapPeak),
-			count(r.CgroupFailcnt), count(r.OOMKills), cpuTime(r.CPU), r.Restarts, cell(OrNone(r.LastState)))
-	}
-	b.WriteString("\n| webhook replica | connections open at most (scraped) | evicted | refused | TLS handshakes aborted | /readyz failed (checked every second, 1 s timeout) |\n|---|---|---|---|---|---|\n")
-	for _, r := range h.Replicas {
-		if r.Role == "webhook" {
-			fmt.Fprintf(b, "| %s | %g | %s | %g | %g | %d of %d%s |\n", r.Pod, r.ConnsPeak, cell(KindList(r.Evicted)), r.Refused, r.HandshakesAborted,
-				r.ReadyzFailed, r.ReadyzChecks, cell(quoteList(r.ReadyzSamples)))
-		}
-	}
-	b.WriteString("\n")
-	if len(h.Decisions) > 0 {
-		b.WriteString("graceguard's answers over the attack (`graceguard_admission_decisions_total`, both replicas, the ordinary creates included):\n\n" +
-			"| webhook | decision | reason | reviews |\n|---|---|---|---|\n")
-		for _, d := range h.Decisions {
-			fmt.Fprintf(b, "| %s | %s | %s | %g |\n", d.Webhook, d.Decision, d.Reason, d.Count)
-		}
-		b.WriteString("\n")
-	}
-	if len(h.APIServer) > 0 {
-		b.WriteString("The API server's counters over the attack:\n\n" +
-			"| webhook | `apiserver_admission_webhook_request_total` Δ | `..._fail_open_count` Δ | `..._rejection_count` Δ | skipped by a matchCondition Δ |\n|---|---|---|---|---|\n")
-		for _, m := range h.APIServer {
-			fmt.Fprintf(b, "| %s | %g | %g | %g | %g |\n", m.Name, m.Requests, m.FailOpen, m.Rejection, m.Skipped)
-		}
-		b.WriteString("\n")
-	}
-	fmt.Fprintf(b, "The observer: deleted treated Pods it skipped over the attack, by reason: %s; ShutdownReports in `%s`: %d.\n\n",
-		KindList(h.ObserverSkipped), h.Outside, h.OutsideReports)
-	if len(h.Events) > 0 {
-		b.WriteString("Warning events of graceguard's namespace, and the node's SystemOOM events, during the attack:\n\n")
-		for _, e := range h.Events {
-			fmt.Fprintf(b, "- %s\n", cell(e))
-		}
-		b.WriteString("\n")
-	} else {
-		b.WriteString("No Warning event in graceguard's namespace and no SystemOOM event on the node during the attack.\n\n")
-	}
-	checksTable(b, h.Checks)
 }
 
 func hostileSummary(h *Hostile) string {
@@ -351,26 +197,23 @@ func quoteList(l []string) string {
 	return ": " + strings.Join(q, ", ")
 }
 
-func steadyNS(s *Steady) string {
-	if s == nil {
-		return "none"
-	}
-	return s.Namespace
-}
-
-func steadyRate(s *Steady) float64 {
-	if s == nil {
-		return 0
-	}
-	return s.Rate
-}
-
 func codeList(keys []string) string {
 	var out []string
 	for _, k := range keys {
 		out = append(out, "`"+k+"`")
 	}
 	return strings.Join(out, ", ")
+}
+
+// byteSize is ByteSize of a count of either integer type the Run uses.
+func byteSize(n any) (string, error) {
+	switch n := n.(type) {
+	case int:
+		return ByteSize(int64(n)), nil
+	case int64:
+		return ByteSize(n), nil
+	}
+	return "", fmt.Errorf("bytes: %T is not a size in bytes", n)
 }
 
 // ByteSize is a size in MiB (KiB under one); negative: not measured.
@@ -421,6 +264,17 @@ func OrNone(s string) string {
 		return "none"
 	}
 	return s
+}
+
+// kinds is KindList of a count by kind of either value type the Run uses.
+func kinds(m any) (string, error) {
+	switch m := m.(type) {
+	case map[string]int:
+		return KindList(m), nil
+	case map[string]float64:
+		return KindList(m), nil
+	}
+	return "", fmt.Errorf("kinds: %T is not a count by kind", m)
 }
 
 // KindList is "kind count, ..." sorted, or "none".
