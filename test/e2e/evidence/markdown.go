@@ -59,20 +59,14 @@ func at(a At) string {
 
 func secs(s Secs) string { return fmt.Sprintf("%.1f s", float64(s)) }
 
-func checksTable(b *strings.Builder, c Checks) {
-	if len(c) == 0 {
-		b.WriteString("No checks recorded (the scenario stopped before its assertions).\n\n")
-		return
-	}
-	b.WriteString("| check | want | observed | result |\n|---|---|---|---|\n")
-	for _, x := range c {
-		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", cell(x.Name), cell(x.Want), cell(x.Got), yes(x.Passed))
-	}
-	b.WriteString("\n")
-}
-
-//go:embed e2e.md.tmpl
-var pageText string
+// The page (e2e.md.tmpl) and the pieces its sections share (checks,
+// deletion: parts.md.tmpl).
+var (
+	//go:embed e2e.md.tmpl
+	pageText string
+	//go:embed parts.md.tmpl
+	partsText string
+)
 
 // page is the template's whole input: the run, and what the page derives
 // from it before any prose.
@@ -88,40 +82,34 @@ type page struct {
 // summaryRow is one scenario's line of the summary table.
 type summaryRow struct{ Title, Result, Measured string }
 
-// pageTemplate renders a page; its functions format figures, and the
-// sections that still compose their own prose write themselves.
-var pageTemplate = template.Must(template.New(MDName).Funcs(template.FuncMap{
+// pageTemplate renders a page: e2e.md.tmpl, with the pieces its sections
+// share in parts.md.tmpl.
+var pageTemplate = newPageTemplate()
+
+func newPageTemplate() *template.Template {
+	t := template.New(MDName).Funcs(pageFuncs)
+	template.Must(t.Parse(pageText))
+	template.Must(t.New("parts.md.tmpl").Parse(partsText))
+	return t
+}
+
+// pageFuncs format the figures of a Run for the page; the prose around
+// them is the template's.
+var pageFuncs = template.FuncMap{
 	"yes": yes, "secs": secs, "at": at, "cell": cell, "orNone": OrNone, "join": strings.Join, "onOff": onOff,
-	"kinds":    kinds,
-	"value":    func(a At) Secs { return *a },
-	"trimExec": func(s string) string { return strings.TrimPrefix(s, "exec ") },
-	"ms":       func(s Secs) string { return fmt.Sprintf("%.0f", 1000*float64(s)) },
-	"window":   func(e EndpointFailures) float64 { return float64(e.Last - e.First) },
-	"shutdown": rolloutShutdown,
-	"checks":   func(c Checks) string { return written(func(b *strings.Builder) { checksTable(b, c) }) },
-	"deletion": func(d *Deletion, withChecks bool) string {
-		return written(func(b *strings.Builder) { deletionTables(b, d, withChecks) })
-	},
+	"kinds":     kinds,
+	"trimExec":  func(s string) string { return strings.TrimPrefix(s, "exec ") },
+	"ms":        func(s Secs) string { return fmt.Sprintf("%.0f", 1000*float64(s)) },
+	"window":    func(e EndpointFailures) float64 { return float64(e.Last - e.First) },
+	"exit":      exitOf,
 	"code":      codeList,
 	"bytes":     byteSize,
 	"count":     count,
 	"cpu":       cpuTime,
 	"floodName": floodName,
 	"quotes":    quoteList,
-}).Parse(pageText))
-
-func written(f func(*strings.Builder)) string {
-	var b strings.Builder
-	f(&b)
-	return b.String()
-}
-
-func rolloutShutdown(a *Arm) string {
-	s := fmt.Sprintf("preStop %s, grace %d", a.PreStop, a.Grace)
-	if a.Budget != "" {
-		s += "; `" + a.Budget + "`"
-	}
-	return s
+	// value is a moment the template has already found observed.
+	"value": func(a At) Secs { return *a },
 }
 
 // Markdown renders a Run as docs/e2e.md; assets is the path from the
@@ -288,64 +276,6 @@ func KindList[V int | float64](m map[string]V) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ", ")
-}
-
-func deletionTables(b *strings.Builder, d *Deletion, withChecks bool) {
-	opt := "not opted in"
-	if d.OptedIn {
-		opt = "opted in"
-	}
-	fmt.Fprintf(b, "Pod `%s/%s` (%s, IP %s): preStop `%s`, `terminationGracePeriodSeconds: %d`, readiness %s, liveness %s",
-		d.Namespace, d.Pod, opt, d.PodIP, d.PreStop, d.Grace, d.Readiness, d.Liveness)
-	if d.Budget != "" {
-		fmt.Fprintf(b, ", `graceguard.io/budget: %s`", d.Budget)
-	}
-	var anns []string
-	for k, v := range d.Annotations {
-		if strings.HasPrefix(k, "graceguard.io/") && k != "graceguard.io/budget" {
-			anns = append(anns, fmt.Sprintf("`%s: %s`", k, v))
-		}
-	}
-	sort.Strings(anns)
-	if len(anns) > 0 {
-		fmt.Fprintf(b, "; annotations %s", strings.Join(anns, ", "))
-	}
-	fmt.Fprintf(b, ". Request: %gs of work.\n\n", float64(d.Request))
-
-	b.WriteString("| moment (seconds after the delete call) | predicted by `pkg/budget` (worst case: max-work starts at SIGTERM) | measured |\n|---|---|---|\n")
-	e := d.Expected
-	pred := func(f func(*Timeline) Secs) string {
-		if e == nil {
-			return ""
-		}
-		return fmt.Sprintf("%.2f s", float64(f(e)))
-	}
-	adm := "not observed"
-	if d.Admitted != nil {
-		adm = fmt.Sprintf("%.3f s", float64(*d.Admitted))
-	}
-	fmt.Fprintf(b, "| the app admitted the request (work_started) | | %s |\n", adm)
-	fmt.Fprintf(b, "| EndpointSlice shows ready=false, terminating=true | 0 | %s (%s) |\n", at(d.EndpointNotReady), OrNone(d.EndpointConditions))
-	fmt.Fprintf(b, "| app logs sigterm | %s | %s |\n", pred(func(t *Timeline) Secs { return t.SIGTERM }), at(d.SIGTERM))
-	if e != nil && d.SIGTERM != nil {
-		fmt.Fprintf(b, "| sigterm later than predicted (the kubelet notices the delete late) | | %.2f s |\n", float64(*d.SIGTERM)-float64(e.SIGTERM))
-	}
-	fmt.Fprintf(b, "| admitted work done (work_completed) | %s | %s |\n", pred(func(t *Timeline) Secs { return t.Drained }), at(d.WorkCompleted))
-	fmt.Fprintf(b, "| app exits (shutdown_complete) | %s | %s |\n", pred(func(t *Timeline) Secs { return t.Exited }), at(d.ShutdownComplete))
-	fmt.Fprintf(b, "| client's request ends | | %s: %s |\n", at(d.ClientDone), cell(d.Client))
-	if d.LateRequest != "" {
-		fmt.Fprintf(b, "| a new request after sigterm | rejected | %s: %s |\n", at(d.LateRequestAt), cell(d.LateRequest))
-	}
-	fmt.Fprintf(b, "| Pod object gone | | %s |\n", at(d.PodGone))
-	fmt.Fprintf(b, "| SIGKILL deadline | %s | grace %d s |\n\n", pred(func(t *Timeline) Secs { return t.Deadline }), d.Grace)
-	exit := "not observed (the Pod object was gone before its status showed the termination)"
-	if d.ExitCode != nil {
-		exit = fmt.Sprint(*d.ExitCode)
-	}
-	fmt.Fprintf(b, "Container exit code: %s. App log order: %s.\n\n", exit, OrNone(strings.Join(d.LogOrder, " → ")))
-	if withChecks {
-		checksTable(b, d.Checks)
-	}
 }
 
 // summary is a scenario's key numbers in one line.

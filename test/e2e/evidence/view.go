@@ -1,5 +1,10 @@
 package evidence
 
+import (
+	"sort"
+	"strings"
+)
+
 // What the page's template derives from a Run beyond formatting: sums,
 // filtered lists and fallbacks for parts a run left out. Each is computed
 // from the Run's own figures, so the page still adds prose, never numbers.
@@ -51,4 +56,27 @@ func (a *Attack) FailedFloods() []*Flood {
 		}
 	}
 	return out
+}
+
+// GraceguardAnnotations are the Pod's graceguard.io/ annotations other
+// than the budget (shown on its own), as "key: value", sorted.
+func (d *Deletion) GraceguardAnnotations() []string {
+	var out []string
+	for k, v := range d.Annotations {
+		if strings.HasPrefix(k, "graceguard.io/") && k != "graceguard.io/budget" {
+			out = append(out, k+": "+v)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// SIGTERMLate is how much later than pkg/budget predicted the app logged
+// SIGTERM (the kubelet notices a delete late); nil without both.
+func (d *Deletion) SIGTERMLate() At {
+	if d.Expected == nil || d.SIGTERM == nil {
+		return nil
+	}
+	late := *d.SIGTERM - d.Expected.SIGTERM
+	return &late
 }
