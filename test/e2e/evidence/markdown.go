@@ -59,8 +59,8 @@ func at(a At) string {
 
 func secs(s Secs) string { return fmt.Sprintf("%.1f s", float64(s)) }
 
-// The page (e2e.md.tmpl) and the pieces its sections share (checks,
-// deletion: parts.md.tmpl).
+// The page (e2e.md.tmpl) and the pieces it uses more than once or picks
+// by name (parts.md.tmpl).
 var (
 	//go:embed e2e.md.tmpl
 	pageText string
@@ -79,8 +79,9 @@ type page struct {
 	Summary []summaryRow
 }
 
-// summaryRow is one scenario's line of the summary table.
-type summaryRow struct{ Title, Result, Measured string }
+// summaryRow is one scenario's line of the summary table; Name picks the
+// template of its measured column (summary-NAME in parts.md.tmpl).
+type summaryRow struct{ Name, Title, Result string }
 
 // pageTemplate renders a page: e2e.md.tmpl, with the pieces its sections
 // share in parts.md.tmpl.
@@ -88,6 +89,13 @@ var pageTemplate = newPageTemplate()
 
 func newPageTemplate() *template.Template {
 	t := template.New(MDName).Funcs(pageFuncs)
+	// summary renders summary-NAME to a string: the summary table escapes
+	// each line as one cell.
+	t.Funcs(template.FuncMap{"summary": func(name string, r *Run) (string, error) {
+		var b strings.Builder
+		err := t.ExecuteTemplate(&b, "summary-"+name, r)
+		return b.String(), err
+	}})
 	template.Must(t.Parse(pageText))
 	template.Must(t.New("parts.md.tmpl").Parse(partsText))
 	return t
@@ -102,11 +110,11 @@ var pageFuncs = template.FuncMap{
 	"ms":        func(s Secs) string { return fmt.Sprintf("%.0f", 1000*float64(s)) },
 	"window":    func(e EndpointFailures) float64 { return float64(e.Last - e.First) },
 	"exit":      exitOf,
+	"firstLine": firstLine,
 	"code":      codeList,
 	"bytes":     byteSize,
 	"count":     count,
 	"cpu":       cpuTime,
-	"floodName": floodName,
 	"quotes":    quoteList,
 	// value is a moment the template has already found observed.
 	"value": func(a At) Secs { return *a },
@@ -127,7 +135,7 @@ func Markdown(r *Run, assets string) string {
 		if s.ran {
 			res = yes(s.passed())
 		}
-		p.Summary = append(p.Summary, summaryRow{Title: s.title, Result: res, Measured: summary(r, s.name)})
+		p.Summary = append(p.Summary, summaryRow{Name: s.name, Title: s.title, Result: res})
 	}
 	var b strings.Builder
 	if err := pageTemplate.Execute(&b, p); err != nil {
@@ -136,34 +144,6 @@ func Markdown(r *Run, assets string) string {
 		panic(fmt.Sprintf("%s: %v", MDName, err))
 	}
 	return b.String()
-}
-
-func hostileSummary(h *Hostile) string {
-	var parts []string
-	if a := h.Attack; a != nil {
-		var sent []string
-		for _, c := range a.Classes {
-			sent = append(sent, fmt.Sprintf("%d %s", c.Sent, c.Name))
-		}
-		opened := 0
-		for _, f := range a.Floods {
-			opened += f.Opened
-		}
-		parts = append(parts, fmt.Sprintf("%s of %s and %d connections opened", secs(a.Duration), strings.Join(sent, ", "), opened))
-	}
-	if s := h.Steady; s != nil {
-		parts = append(parts, fmt.Sprintf("ordinary creates: %d of %d admitted and mutated, p50 / p99 %.0f / %.0f ms", s.Created, s.Sent, 1000*float64(s.P50), 1000*float64(s.P99)))
-	}
-	var mem []string
-	restarts := int32(0)
-	for _, r := range h.Replicas {
-		mem = append(mem, fmt.Sprintf("%s %s of %s", r.Role, ByteSize(r.CgroupPeak), ByteSize(r.Limit)))
-		restarts += max(r.Restarts, 0)
-	}
-	if len(mem) > 0 {
-		parts = append(parts, "peak memory "+strings.Join(mem, ", ")+fmt.Sprintf("; %d restarts", restarts))
-	}
-	return strings.Join(parts, "; ")
 }
 
 func cpuTime(s Secs) string {
@@ -224,21 +204,6 @@ func count(n int64) string {
 	return fmt.Sprint(n)
 }
 
-// floodName says what a kind of hostile connection does.
-func floodName(kind string) string {
-	switch kind {
-	case "tcp":
-		return "tcp: connected, nothing sent"
-	case "hello":
-		return "hello: a partial TLS ClientHello"
-	case "idle":
-		return "idle: kept alive after one review"
-	case "headers":
-		return "headers: a request whose headers never end"
-	}
-	return kind
-}
-
 func onOff(b bool) string {
 	if b {
 		return "on"
@@ -276,97 +241,6 @@ func KindList[V int | float64](m map[string]V) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ", ")
-}
-
-// summary is a scenario's key numbers in one line.
-func summary(r *Run, name string) string {
-	switch name {
-	case "install":
-		if in := r.Install; in != nil {
-			return fmt.Sprintf("helm install %s; caBundle injected %s, %d replicas Ready %s, dry-run Pod mutated %s after install start",
-				secs(in.HelmInstall), secs(in.CABundle), in.Replicas, secs(in.ReplicasUp), secs(in.DryRunMutate))
-		}
-	case "lab":
-		if d := r.Lab; d != nil {
-			return fmt.Sprintf("client: %s at %s; endpoint not ready %s; sigterm %s (preStop %s); work_completed %s; shutdown_complete %s; late request: %s",
-				d.Client, at(d.ClientDone), at(d.EndpointNotReady), at(d.SIGTERM), d.PreStop, at(d.WorkCompleted), at(d.ShutdownComplete), OrNone(d.LateRequest))
-		}
-	case "control":
-		if d := r.Control; d != nil {
-			return fmt.Sprintf("grace %d s: sigterm %s, request cut at %s (%s); work_completed %s",
-				d.Grace, at(d.SIGTERM), at(d.ClientDone), d.Client, at(d.WorkCompleted))
-		}
-	case "rollout":
-		if ro := r.Rollout; ro != nil {
-			var parts []string
-			for _, a := range ro.Arms {
-				parts = append(parts, fmt.Sprintf("%s: %d of %d failed (%d connection errors, %d rejected 503)", a.Name, a.Failed, a.Sent, a.ConnErrors, a.Rejected))
-			}
-			return fmt.Sprintf("router lag %s, %d req/s: %s", secs(ro.RouterLag), ro.Rate, strings.Join(parts, "; "))
-		}
-	case "hook":
-		if h := r.Hook; h != nil {
-			s := "refused: " + firstLine(h.Denied)
-			if d := h.Unguarded; d != nil {
-				s += fmt.Sprintf("; without graceguard: sigterm %s, request cut at %s, %d FailedPreStopHook events, exit code %s",
-					at(d.SIGTERM), at(d.ClientDone), h.HookCutEvents, exitOf(d.ExitCode))
-			}
-			return s
-		}
-	case "tune":
-		if t := r.Tune; t != nil {
-			var parts []string
-			for _, rd := range t.Rounds {
-				parts = append(parts, fmt.Sprintf("%s: %d of %d requests failed, %d of %d shutdowns SIGKILLed", rd.Name, rd.Failed, rd.Sent, rd.Kills, rd.Observed))
-			}
-			return strings.Join(parts, "; ")
-		}
-	case "hostile":
-		if h := r.Hostile; h != nil {
-			return hostileSummary(h)
-		}
-	case "native":
-		if n := r.Native; n != nil {
-			var parts []string
-			for _, a := range n.Arms {
-				parts = append(parts, fmt.Sprintf("%s: %d of %d requests lost during withdrawal, drain at %s, router dropped the Pod at %s",
-					a.Name, a.Lost, a.During, at(a.Drain), at(a.RouterDropped)))
-			}
-			return strings.Join(parts, "; ")
-		}
-	case "broken-hook":
-		if h := r.BrokenHook; h != nil {
-			var parts []string
-			for _, a := range h.Arms {
-				p := a.Name + ":"
-				if d := a.Deletion; d != nil {
-					p += fmt.Sprintf(" sigterm %s (grace %d s), request %s at %s, exit code %s;", at(d.SIGTERM), d.Grace, d.Client, at(d.ClientDone), exitOf(d.ExitCode))
-				}
-				p += fmt.Sprintf(" %d FailedPreStopHook events; observer: %s", a.HookEvents, OrNone(a.Observed))
-				parts = append(parts, p)
-			}
-			return strings.Join(parts, "; ")
-		}
-	case "mesh":
-		if m := r.MeshProxy; m != nil {
-			var parts []string
-			for _, a := range m.Arms {
-				parts = append(parts, fmt.Sprintf("%s: %d of %d requests completed, proxy SIGTERM %s, app done %s", a.Name, a.Completed, a.Completed+a.Cut, at(a.ProxySIGTERM), at(a.AppShutdown)))
-			}
-			return strings.Join(parts, "; ")
-		}
-	case "self":
-		if s := r.SelfRollout; s != nil {
-			var fo, rej float64
-			for _, m := range s.Metrics {
-				fo += m.FailOpen
-				rej += m.Rejection
-			}
-			return fmt.Sprintf("%d Pods created by %d clients during a %s rollout: %d failed, %d unmutated; fail-open Δ %g, rejection Δ %g",
-				s.Created, s.Clients, secs(s.Rollout), s.Failed, s.Unmutated, fo, rej)
-		}
-	}
-	return ""
 }
 
 func exitOf(c *int32) string {

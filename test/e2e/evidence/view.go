@@ -80,3 +80,46 @@ func (d *Deletion) SIGTERMLate() At {
 	late := *d.SIGTERM - d.Expected.SIGTERM
 	return &late
 }
+
+// Opened is how many connections the floods opened, over every kind and
+// replica.
+func (a *Attack) Opened() int {
+	n := 0
+	for _, f := range a.Floods {
+		n += f.Opened
+	}
+	return n
+}
+
+// Restarts is how often graceguard's containers restarted over the attack,
+// a count it could not read counting as none.
+func (h *Hostile) Restarts() int32 {
+	var n int32
+	for _, r := range h.Replicas {
+		n += max(r.Restarts, 0)
+	}
+	return n
+}
+
+// Requests is how many requests ran through the arm's proxy.
+func (a *MeshArm) Requests() int { return a.Completed + a.Cut }
+
+// FailOpen is the API server's fail-open count over the rollout, summed
+// over graceguard's webhooks.
+func (s *SelfRollout) FailOpen() float64 {
+	var n float64
+	for _, m := range s.Metrics {
+		n += m.FailOpen
+	}
+	return n
+}
+
+// Rejections is the API server's rejection count over the rollout, summed
+// over graceguard's webhooks.
+func (s *SelfRollout) Rejections() float64 {
+	var n float64
+	for _, m := range s.Metrics {
+		n += m.Rejection
+	}
+	return n
+}
