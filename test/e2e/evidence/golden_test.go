@@ -8,10 +8,11 @@ import (
 	"testing"
 )
 
-// docs/e2e.md is rendered from docs/e2e/evidence.json (make e2e writes
-// both): re-rendering the committed evidence reproduces the committed
-// page byte for byte, so a change to the writer that alters the page shows
-// here, and so does a page edited by hand.
+// docs/e2e.md and docs/e2e/timeline.svg are rendered from
+// docs/e2e/evidence.json (make e2e writes all three): re-rendering the
+// committed evidence reproduces the committed page and picture byte for
+// byte, so a change to the writers that alters them shows here, and so
+// does a page edited by hand.
 func TestTheCommittedPageRendersFromItsEvidence(t *testing.T) {
 	docs := filepath.Join("..", "..", "..", "docs")
 	r, err := Read(filepath.Join(docs, "e2e", JSONName))
@@ -27,6 +28,13 @@ func TestTheCommittedPageRendersFromItsEvidence(t *testing.T) {
 			_ = os.WriteFile(filepath.Join(dir, MDName), []byte(got), 0o644)
 		}
 		t.Errorf("docs/%s differs from what docs/e2e/%s renders (%d bytes rendered, %d committed); RENDER_DIFF_DIR=dir writes the rendering there to diff", MDName, JSONName, len(got), len(want))
+	}
+	svg, err := os.ReadFile(filepath.Join(docs, "e2e", SVGName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := TimelineSVG(r); got != string(svg) {
+		t.Errorf("docs/e2e/%s differs from what docs/e2e/%s renders:\n%s", SVGName, JSONName, firstDiff(string(svg), got))
 	}
 }
 
