@@ -89,9 +89,9 @@ var pageTemplate = newPageTemplate()
 
 func newPageTemplate() *template.Template {
 	t := template.New(MDName).Funcs(pageFuncs)
-	// summary renders summary-NAME to a string: the summary table escapes
+	// measured renders summary-NAME to a string: the summary table escapes
 	// each line as one cell.
-	t.Funcs(template.FuncMap{"summary": func(name string, r *Run) (string, error) {
+	t.Funcs(template.FuncMap{"measured": func(name string, r *Run) (string, error) {
 		var b strings.Builder
 		err := t.ExecuteTemplate(&b, "summary-"+name, r)
 		return b.String(), err
@@ -123,6 +123,16 @@ var pageFuncs = template.FuncMap{
 // Markdown renders a Run as docs/e2e.md; assets is the path from the
 // Markdown to evidence.json and timeline.svg.
 func Markdown(r *Run, assets string) string {
+	return render(MDName, newPage(r, assets))
+}
+
+// Summary renders the summary table of a Run's page, its "## Summary"
+// section: a line per scenario, its result and key numbers.
+func Summary(r *Run) string {
+	return render("summary", newPage(r, "."))
+}
+
+func newPage(r *Run, assets string) page {
 	ref := func(name string) string {
 		if assets == "" || assets == "." {
 			return name
@@ -137,10 +147,14 @@ func Markdown(r *Run, assets string) string {
 		}
 		p.Summary = append(p.Summary, summaryRow{Name: s.name, Title: s.title, Result: res})
 	}
+	return p
+}
+
+func render(name string, p page) string {
 	var b strings.Builder
-	if err := pageTemplate.Execute(&b, p); err != nil {
-		// The template is fixed and its input a plain struct: an error is a
-		// bug in the template, which every test of this package renders.
+	if err := pageTemplate.ExecuteTemplate(&b, name, p); err != nil {
+		// The templates are fixed and their input a plain struct: an error
+		// is a bug in a template, which every test of this package renders.
 		panic(fmt.Sprintf("%s: %v", MDName, err))
 	}
 	return b.String()
