@@ -146,6 +146,8 @@ A graceguard annotation not listed leaves its Pod to the validating webhook.
 	b.WriteString(rangesTemplate())
 	b.WriteString("\n")
 	b.WriteString(profileRangesTemplate())
+	b.WriteString("\n")
+	b.WriteString(relationsTemplate())
 	return b.String()
 }
 

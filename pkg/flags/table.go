@@ -226,3 +226,27 @@ func (e *Error) Unwrap() error { return e.Err }
 func Invalid(flag, value string, err error) error {
 	return &Error{Flag: flag, Value: value, Err: err}
 }
+
+// Below is a rule between two flags: Lesser's value must be below
+// Greater's. The Validate that owns both settings checks it, and make
+// generate writes the chart's render-time check from it, so the rule and
+// its reason are written once.
+type Below struct {
+	Lesser, Greater string
+	// Optional: a Greater of 0 switches the rule off (0 disables that
+	// setting).
+	Optional bool
+	// Why follows the rule in both errors: ", so that ..." or ": ...".
+	Why string
+}
+
+// The rules between flags.
+var (
+	PendingBelowConnections = Below{Lesser: MaxPendingConnections.Name, Greater: MaxConnections.Name,
+		Why: ", so that kept-alive connections always have room"}
+	CriticalBelowShutdown = Below{Lesser: NodeShutdownGracePeriodCriticalPods, Greater: NodeShutdownGracePeriod, Optional: true,
+		Why: ": regular Pods get the difference"}
+)
+
+// Relations lists the rules between flags, for make generate.
+var Relations = []Below{PendingBelowConnections, CriticalBelowShutdown}

@@ -65,3 +65,20 @@ include "graceguard.profileRanges" (list name p)
 {{- include "graceguard.checkRange" (list (printf "config.routingProfiles.%s.routingDelay" $name) $p.routingDelay 0 3600 "0s to 1h (--routing-profile)") -}}
 {{- include "graceguard.checkRange" (list (printf "config.routingProfiles.%s.graceFloor" $name) (default 0 $p.graceFloor) 0 3600 "0s to 1h (--routing-profile)") -}}
 {{- end -}}
+
+{{/*
+graceguard.generatedRelations: fails unless each rule between flags
+(flags.Relations) holds on the values that feed them. Usage:
+include "graceguard.generatedRelations" .
+*/}}
+{{- define "graceguard.generatedRelations" -}}
+{{- $v := .Values -}}
+{{- if ge (int $v.config.maxPendingConnections) (int $v.config.maxConnections) -}}
+{{- fail (printf "config.maxPendingConnections: %d must be fewer than config.maxConnections %d, so that kept-alive connections always have room (--max-pending-connections, --max-connections); lower it or raise config.maxConnections" (int $v.config.maxPendingConnections) (int $v.config.maxConnections)) -}}
+{{- end -}}
+{{- $lesser1 := include "graceguard.seconds" (list "config.nodeShutdownGracePeriodCriticalPods" $v.config.nodeShutdownGracePeriodCriticalPods) | float64 -}}
+{{- $greater1 := include "graceguard.seconds" (list "config.nodeShutdownGracePeriod" $v.config.nodeShutdownGracePeriod) | float64 -}}
+{{- if (and (gt $greater1 0.0) (ge $lesser1 $greater1)) -}}
+{{- fail (printf "config.nodeShutdownGracePeriodCriticalPods: %v must be shorter than config.nodeShutdownGracePeriod %v: regular Pods get the difference (--node-shutdown-grace-period-critical-pods, --node-shutdown-grace-period); lower it or raise config.nodeShutdownGracePeriod" $v.config.nodeShutdownGracePeriodCriticalPods $v.config.nodeShutdownGracePeriod) -}}
+{{- end -}}
+{{- end -}}
