@@ -20,6 +20,7 @@ import (
 
 // The server's HTTP API; {queue} is a name of 1 to 63 characters [a-z0-9-].
 //
+//	PUT  /queues/{queue}                               create the queue, empty (if it is not there)
 //	POST /queues/{queue}/messages?n=N                  publish N messages (1-10000); creates the queue
 //	POST /queues/{queue}/lease?max=K&consumer=NAME     lease up to K visible messages (1-100)
 //	POST /queues/{queue}/started?lease=L               the delivery's work began
@@ -147,15 +148,21 @@ func (s *server) expire(q *queue, now time.Time) {
 	}
 }
 
-// publish adds n messages to the queue, creating it, and returns their IDs.
-func (s *server) publish(name string, n int) []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// create makes an empty queue, unless it is there; the caller holds mu.
+func (s *server) create(name string) *queue {
 	q := s.queues[name]
 	if q == nil {
 		q = &queue{name: name, leases: map[string]*delivery{}}
 		s.queues[name] = q
 	}
+	return q
+}
+
+// publish adds n messages to the queue, creating it, and returns their IDs.
+func (s *server) publish(name string, n int) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.create(name)
 	now := s.now()
 	ids := make([]string, 0, n)
 	for range n {
@@ -392,6 +399,7 @@ func (s *server) ledger(name string) (Ledger, error) {
 
 func (s *server) handler() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("PUT /queues/{queue}", s.handleCreate)
 	mux.HandleFunc("POST /queues/{queue}/messages", s.handlePublish)
 	mux.HandleFunc("POST /queues/{queue}/lease", s.handleLease)
 	mux.HandleFunc("POST /queues/{queue}/started", s.handleReport("started"))
@@ -447,7 +455,7 @@ func clip(s string) string {
 func answerErr(w http.ResponseWriter, queue string, err error) {
 	switch {
 	case errors.Is(err, errNoQueue):
-		writeError(w, http.StatusNotFound, "queue %q does not exist: publish to it first", queue)
+		writeError(w, http.StatusNotFound, "queue %q does not exist: create it (PUT) or publish to it first", queue)
 	case errors.Is(err, errNoLease):
 		writeError(w, http.StatusNotFound, "%v", err)
 	case errors.Is(err, errReported):
@@ -455,6 +463,17 @@ func answerErr(w http.ResponseWriter, queue string, err error) {
 	default:
 		writeError(w, http.StatusInternalServerError, "%v", err)
 	}
+}
+
+func (s *server) handleCreate(w http.ResponseWriter, r *http.Request) {
+	q := queueOf(w, r)
+	if q == "" {
+		return
+	}
+	s.mu.Lock()
+	s.create(q)
+	s.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *server) handlePublish(w http.ResponseWriter, r *http.Request) {

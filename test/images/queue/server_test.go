@@ -246,6 +246,10 @@ func TestTheHTTPAPIRoundTrip(t *testing.T) {
 		code           int
 		body           string
 	}{
+		{"POST", "/queues/jobs/lease?max=1&consumer=pod-a", 404, `queue \"jobs\" does not exist: create it (PUT) or publish to it first`},
+		{"PUT", "/queues/jobs", 204, ""},
+		{"POST", "/queues/jobs/lease?max=1&consumer=pod-a", 200, `{"messages":[]}`},
+		{"PUT", "/queues/jobs", 204, ""},
 		{"POST", "/queues/jobs/messages?n=2", 200, `{"ids":["m1","m2"]}`},
 		{"POST", "/queues/jobs/lease?max=1&consumer=pod-a", 200, `"lease":"m1.1"`},
 		{"POST", "/queues/jobs/started?lease=m1.1", 204, ""},
@@ -285,7 +289,7 @@ func TestBadRequestsSayWhatIsAccepted(t *testing.T) {
 		{"/queues/Jobs/messages?n=1", 400, `queue \"Jobs\": want 1 to 63 characters a-z, 0-9 or -`},
 		{"/queues/jobs/lease?max=101&consumer=a", 400, `max: \"101\" is not a whole number from 1 to 100`},
 		{"/queues/jobs/lease?max=1", 400, `consumer: \"\": want a name of 1 to 253 bytes`},
-		{"/queues/other/lease?max=1&consumer=a", 404, `queue \"other\" does not exist: publish to it first`},
+		{"/queues/other/lease?max=1&consumer=a", 404, `queue \"other\" does not exist: create it (PUT) or publish to it first`},
 		{"/queues/jobs/started?lease=m3.1", 404, `no such lease \"m3.1\" in queue \"jobs\"`},
 		{"/queues/jobs/ack", 400, `lease: 0 given: want 1 to 100`},
 	} {
