@@ -32,13 +32,20 @@ const (
 	queueVisibility = 20 * time.Second
 	queueMessages   = 8
 	queueBatch      = 4
-	queueWork       = 3 * time.Second
+	queueWork       = 4 * time.Second
 	// queueBatchWork is a batch's work: arm A's max-work. The visibility
 	// timeout outlasts it, so a consumer that lives acknowledges in time.
 	queueBatchWork = queueBatch * queueWork
 	// queueGrace is what both arms' Pod templates ask for: shorter than
-	// the three messages left of a batch when its first is done.
+	// what is left of the batch when its Pod is deleted.
 	queueGrace = 3
+	// queueDeleteInto is how far into its second message's work each
+	// consumer is deleted. The kubelet sends SIGTERM up to 2 s after the
+	// delete call, and SIGKILL queueGrace after it: arm B's kill lands
+	// 3 to 5 s after the delete, in the middle of the third message (2 to
+	// 6 s), a second away from the ends of messages, where it would cut
+	// no work.
+	queueDeleteInto = 2 * time.Second
 	// queueDrain bounds the wait for every message to be acknowledged
 	// after the delete: the visibility timeout, then a batch of the
 	// replacement's, with its start and the batch it took before.
@@ -68,16 +75,16 @@ type queueLedger struct {
 	} `json:"events"`
 }
 
-// doneBy tells whether consumer did the work of message id.
-func (l *queueLedger) doneBy(id, consumer string) bool {
+// startedBy is when consumer started the work of message id, if it did.
+func (l *queueLedger) startedBy(id, consumer string) (time.Time, bool) {
 	for _, m := range l.Messages {
 		for _, d := range m.Deliveries {
-			if m.ID == id && d.Consumer == consumer && d.Done != nil {
-				return true
+			if m.ID == id && d.Consumer == consumer && d.Started != nil {
+				return *d.Started, true
 			}
 		}
 	}
-	return false
+	return time.Time{}, false
 }
 
 // queueClient calls the queue server from the test process, over the
@@ -162,7 +169,7 @@ func consumerDeployment(name, queue, server string, annotations map[string]strin
 
 func queueConsumer(ctx context.Context) {
 	q := &evidence.Queue{Namespace: nsQueue, Server: queueServerPod, Visibility: evidence.S(queueVisibility), Messages: queueMessages,
-		Batch: queueBatch, Work: evidence.S(queueWork), AskedGrace: queueGrace}
+		Batch: queueBatch, Work: evidence.S(queueWork), AskedGrace: queueGrace, DeletedInto: evidence.S(queueDeleteInto)}
 	evMu.Lock()
 	ev.Queue = q
 	evMu.Unlock()
@@ -207,7 +214,7 @@ func queueConsumer(ctx context.Context) {
 		followed[arm] = r
 	}
 
-	By(fmt.Sprintf("publishing %d messages to each queue; deleting each consumer once its first message is done", queueMessages))
+	By(fmt.Sprintf("publishing %d messages to each queue; deleting each consumer %s into its second message", queueMessages, queueDeleteInto))
 	for _, arm := range q.Arms {
 		must(qc.call(ctx, http.MethodPost, fmt.Sprintf("/queues/%s/messages?n=%d", arm.Queue, queueMessages)))
 	}
@@ -268,17 +275,22 @@ type queueArmRun struct {
 	watch *podWatch
 }
 
-// run deletes the arm's consumer as soon as the ledger shows its first
-// message done by it, reads what the consumer logged and how it ended,
-// and waits for the replacement to empty the queue.
+// run deletes the arm's consumer queueDeleteInto into its second
+// message's work (as the ledger says it started), reads what the consumer
+// logged and how it ended, and waits for the replacement to empty the
+// queue.
 func (r *queueArmRun) run(ctx context.Context, qc queueClient) {
 	GinkgoHelper()
 	arm := r.arm
+	var second time.Time
 	Eventually(func(g Gomega) {
 		l, err := qc.ledger(ctx, arm.Queue)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(l.doneBy("m1", arm.Pod)).To(BeTrue(), "m1 done by %s", arm.Pod)
+		var ok bool
+		second, ok = l.startedBy("m2", arm.Pod)
+		g.Expect(ok).To(BeTrue(), "m2 started by %s", arm.Pod)
 	}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(100 * time.Millisecond).Should(Succeed())
+	time.Sleep(time.Until(second.Add(queueDeleteInto)))
 	By(fmt.Sprintf("deleting consumer %s/%s mid-batch", nsQueue, arm.Pod))
 	t0 := time.Now()
 	Expect(kube.CoreV1().Pods(nsQueue).Delete(ctx, arm.Pod, metav1.DeleteOptions{})).To(Succeed())

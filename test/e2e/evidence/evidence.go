@@ -343,10 +343,12 @@ type Queue struct {
 	Batch    int  `json:"batch"`
 	Work     Secs `json:"workPerMessage"`
 	// AskedGrace is the terminationGracePeriodSeconds both arms' Pod
-	// templates ask for.
-	AskedGrace int64       `json:"askedGrace"`
-	Arms       []*QueueArm `json:"arms"`
-	Checks     Checks      `json:"checks"`
+	// templates ask for; DeletedInto how far into the work of its second
+	// message each consumer was deleted.
+	AskedGrace  int64       `json:"askedGrace"`
+	DeletedInto Secs        `json:"deletedInto"`
+	Arms        []*QueueArm `json:"arms"`
+	Checks      Checks      `json:"checks"`
 }
 
 // QueueArm is one consumer Deployment whose Pod was deleted mid-batch,

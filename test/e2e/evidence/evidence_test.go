@@ -212,7 +212,7 @@ func TestHostileSummaryWithoutTheAttackersReport(t *testing.T) {
 func TestRendersTheQueueScenario(t *testing.T) {
 	at := func(s float64) At { v := Secs(s); return &v }
 	code := func(c int32) *int32 { return &c }
-	r := &Run{Schema: Schema, Queue: &Queue{Namespace: "gg-e2e-queue", Server: "queue", Visibility: 20, Messages: 8, Batch: 4, Work: 3, AskedGrace: 3,
+	r := &Run{Schema: Schema, Queue: &Queue{Namespace: "gg-e2e-queue", Server: "queue", Visibility: 20, Messages: 8, Batch: 4, Work: 3, AskedGrace: 3, DeletedInto: 2,
 		Arms: []*QueueArm{
 			{Name: "A: graceguard", Queue: "a", Pod: "consumer-a-1", Budget: "routing=0s work=12s cleanup=2s margin=3s grace=17s", Grace: 17, PreStop: "none",
 				SIGTERM: at(1.2), InHand: 4, Unfinished: 3, LastAck: at(9.1), ShutdownComplete: at(9.1), ExitCode: code(0), Reason: "Completed", PodGone: at(10),
@@ -235,6 +235,7 @@ func TestRendersTheQueueScenario(t *testing.T) {
 		"| 11. A queue consumer deleted mid-batch | passed | A: graceguard: 8 of 8 messages done once, 0 done twice, 0 cut, 0 redelivered, 0 lost; consumer exit code 0; " +
 			"B: opted out: 6 of 8 messages done once, 2 done twice, 1 cut, 4 redelivered, 0 lost; consumer exit code 137 |",
 		"## 11. A queue consumer deleted mid-batch",
+		"Each arm's Pod is deleted 2.0 s into\nthe work of the second message of its first batch",
 		"| A: graceguard | `routing=0s work=12s cleanup=2s margin=3s grace=17s` | 17 | none | 1.20 s | 4 / 3 | 0 | 9.10 s | exit code 0 (Completed); shutdown_complete at 9.10 s | 10.00 s | 15.30 s |",
 		"| B: opted out | `none` | 3 | none | 0.90 s | 4 / 3 | 0 | not observed | exit code 137 (Error); no shutdown_complete | 4.50 s | 30.20 s |",
 		"| B: opted out | 8 | 12 | 4 | 4 | 8 | 6 | 2 | 1 | 0 | 0 |",
