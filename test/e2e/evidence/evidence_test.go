@@ -249,3 +249,29 @@ func TestRendersTheQueueScenario(t *testing.T) {
 		}
 	}
 }
+
+// testdata/run-queue.json is a real run of scenario 11 (make e2e, focused
+// on it): both arms, their ledgers and every delivery render.
+func TestRendersARealRunOfTheQueueScenario(t *testing.T) {
+	r, err := Read(filepath.Join("testdata", "run-queue.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Queue == nil || len(r.Queue.Arms) != 2 || len(r.Queue.Arms[1].Deliveries) != 12 {
+		t.Fatalf("the run has no scenario 11 with two arms and arm B's 12 deliveries: %+v", r.Queue)
+	}
+	md := Markdown(r, "e2e")
+	for _, want := range []string{
+		"| 11. A queue consumer deleted mid-batch | passed | A: graceguard, max-work = the batch's work: 8 of 8 messages done once, 0 done twice, 0 cut, 0 redelivered, 0 lost; consumer exit code 0;",
+		"| B: opted out, grace shorter than the batch | 8 | 12 | 4 | 4 | 8 | 6 | 2 | 1 | 0 | 0 |",
+		"`routing=0s work=16s cleanup=2s margin=3s grace=21s`",
+		"exit code 137 (Error); no shutdown_complete",
+		"### B: opted out, grace shorter than the batch",
+		"(deleted) | -6.00 s | -2.00 s | 2.00 s | never | 13.99 s |",
+		"`registry.local/queue:e2e` (sha256:",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the Markdown lacks %q", want)
+		}
+	}
+}
