@@ -227,6 +227,11 @@ var _ = Describe("graceguard on a real node", Ordered, ContinueOnFailure, func()
 		requireInstalled()
 		brokenHook(ctx)
 	}, NodeTimeout(8*time.Minute))
+
+	It("11. a queue consumer deleted mid-batch: no message lost or done twice with graceguard's budget, done twice when the grace is shorter than the work", func(ctx SpecContext) {
+		requireInstalled()
+		queueConsumer(ctx)
+	}, NodeTimeout(6*time.Minute))
 })
 
 // certMountTimes reads, from each webhook replica's log, when its rotator
