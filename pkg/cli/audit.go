@@ -120,11 +120,11 @@ func audit(cmd *cobra.Command, kube *genericclioptions.ConfigFlags, in *inputFla
 		}
 		for i := range list.Items {
 			item := &list.Items[i]
-			d, err := liveDocument(item)
+			d, err := manifest.Live(item)
 			if err != nil {
 				return nil, err
 			}
-			if owner := workloadOwner(item); owner != "" && gvr.Resource != "pods" {
+			if owner := manifest.ControllingWorkload(item); owner != "" && gvr.Resource != "pods" {
 				owned = append(owned, object{doc: d, ns: d.Namespace, skip: skipOwned,
 					skipWhy: fmt.Sprintf("its Pod template is its controller's, %s, audited there [%s]", owner, skipOwned)})
 				continue
@@ -178,33 +178,6 @@ func readNamespaces(ctx context.Context, dyn dynamic.Interface, ns string) (map[
 		out[n.GetName()] = mutate.Namespace{Name: n.GetName(), Labels: n.GetLabels(), Annotations: n.GetAnnotations()}
 	}
 	return out, nil
-}
-
-// liveDocument makes a listed object a document, as if read from a file.
-func liveDocument(u *unstructured.Unstructured) (manifest.Document, error) {
-	u.SetManagedFields(nil)
-	raw, err := u.MarshalJSON()
-	if err != nil {
-		return manifest.Document{}, err
-	}
-	return manifest.Document{
-		Source: "cluster", Raw: raw, APIVersion: u.GetAPIVersion(), Kind: u.GetKind(),
-		Namespace: u.GetNamespace(), Name: u.GetName(),
-	}, nil
-}
-
-// workloadOwner names the workload controlling an object ("Deployment
-// web"), or "".
-func workloadOwner(u *unstructured.Unstructured) string {
-	for _, ref := range u.GetOwnerReferences() {
-		if ref.Controller == nil || !*ref.Controller {
-			continue
-		}
-		if _, _, ok := mutate.LookupWorkloadVersion(ref.APIVersion, ref.Kind); ok {
-			return ref.Kind + " " + ref.Name
-		}
-	}
-	return ""
 }
 
 func resourceName(gvr schema.GroupVersionResource, ns string) string {
