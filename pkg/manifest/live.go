@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/graceguard/graceguard/pkg/mutate"
@@ -21,12 +22,12 @@ func Live(u *unstructured.Unstructured) (Document, error) {
 	}, nil
 }
 
-// ControllingWorkload names the workload controlling an object ("Deployment
-// web"), or "": a ReplicaSet of a Deployment, a Job of a CronJob, a Pod of
-// any of them. Its Pod template is its controller's, which is evaluated
-// itself.
-func ControllingWorkload(u *unstructured.Unstructured) string {
-	for _, ref := range u.GetOwnerReferences() {
+// ControllingWorkload names the workload that owner references make an
+// object's controller ("Deployment web"), or "": a ReplicaSet of a
+// Deployment, a Job of a CronJob, a Pod of any of them. Its Pod template
+// is its controller's, which is evaluated itself.
+func ControllingWorkload(refs []metav1.OwnerReference) string {
+	for _, ref := range refs {
 		if ref.Controller == nil || !*ref.Controller {
 			continue
 		}
