@@ -37,6 +37,7 @@ spec:
       annotations: {` + annotations + `}
     spec:
       terminationGracePeriodSeconds: 30
+      os: {name: linux}
       containers:
 ` + containers
 }
