@@ -31,9 +31,9 @@ func reportKind(output string) (policyreport.Kind, bool) {
 	return k, err == nil
 }
 
-// shutdowns are the ShutdownReports' statuses by workload ("Deployment
-// web" in a namespace), what the observer saw.
-type shutdowns map[types.NamespacedName]*v1alpha1.ShutdownReportStatus
+// shutdowns are what the ShutdownReports say, by workload ("Deployment
+// web" in a namespace): what the observer saw.
+type shutdowns map[types.NamespacedName]*policyreport.Observed
 
 var shutdownReportsGVR = v1alpha1.GroupVersion.WithResource("shutdownreports")
 
@@ -57,7 +57,8 @@ func readShutdowns(ctx context.Context, dyn dynamic.Interface, ns string, errOut
 			continue // not one the observer wrote
 		}
 		w := r.Spec.Workload
-		out[types.NamespacedName{Namespace: r.Namespace, Name: w.Kind + " " + w.Name}] = &r.Status
+		out[types.NamespacedName{Namespace: r.Namespace, Name: w.Kind + " " + w.Name}] = policyreport.Observe(
+			policyreport.Workload{APIVersion: w.APIVersion, Kind: w.Kind, Namespace: r.Namespace, Name: w.Name}, &r.Status)
 	}
 	return out, nil
 }
@@ -73,9 +74,9 @@ func writeReports(w io.Writer, errOut io.Writer, kind policyreport.Kind, objs []
 			continue
 		}
 		in := policyreport.Input{
-			Workload:  policyreport.Workload{APIVersion: o.doc.APIVersion, Kind: o.doc.Kind, Namespace: o.ns, Name: o.doc.Name, UID: types.UID(o.doc.UID)},
-			Err:       o.err,
-			Shutdowns: seen[types.NamespacedName{Namespace: o.ns, Name: o.doc.Kind + " " + o.doc.Name}],
+			Workload: policyreport.Workload{APIVersion: o.doc.APIVersion, Kind: o.doc.Kind, Namespace: o.ns, Name: o.doc.Name, UID: types.UID(o.doc.UID)},
+			Err:      o.err,
+			Observed: seen[types.NamespacedName{Namespace: o.ns, Name: o.doc.Kind + " " + o.doc.Name}],
 		}
 		if o.res != nil {
 			in.Mutation, in.Validation = o.res.Mutation, o.res.Validation

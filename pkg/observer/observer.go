@@ -67,6 +67,8 @@ type observer struct {
 	// shared with the transforms).
 	ns       *namespaces
 	verdicts verdicts
+	// reports writes the policy reports; nil when they are off.
+	reports *reporter
 
 	mu        sync.Mutex
 	deletions map[types.UID]Deletion
@@ -128,6 +130,11 @@ func (o *observer) Start(ctx context.Context) error {
 	o.log.Info("observing treated Pods", "flushInterval", o.cfg.FlushInterval)
 
 	var wg sync.WaitGroup
+	if o.reports != nil {
+		// After the namespaces are known: it deletes the reports of
+		// namespaces graceguard does not treat.
+		wg.Go(func() { o.reports.run(ctx) })
+	}
 	for range 2 {
 		wg.Go(func() {
 			for o.next(ctx) {
@@ -377,6 +384,7 @@ func (o *observer) flush(ctx context.Context, k owner) error {
 	}
 	o.done(k, len(samples))
 	o.announce(k.Namespace, v.wl, report, samples)
+	o.reports.observed(k.Namespace, v.wl, &report.Status)
 	return nil
 }
 

@@ -53,6 +53,11 @@ const (
 	// LabelManagedBy selects graceguard's reports, as the ShutdownReports.
 	LabelManagedBy      = "app.kubernetes.io/managed-by"
 	LabelManagedByValue = "graceguard"
+	// LabelWriter marks the reports a controller writes and keeps
+	// (WriterObserver: graceguard's observer), which it alone deletes;
+	// kubectl graceguard audit's reports, applied by hand, carry none.
+	LabelWriter    = "graceguard.io/report-writer"
+	WriterObserver = "observer"
 	// AnnotationDigest is a hash of what the report says, its times left
 	// out: a writer compares it and skips a report that says nothing new.
 	AnnotationDigest = "graceguard.io/report-digest"
@@ -103,9 +108,50 @@ type Input struct {
 	Mutation, Validation *mutate.Report
 	// Err says why the workload could not be evaluated.
 	Err error
-	// Shutdowns is its ShutdownReport's status, nil when the observer has
-	// none (or is not asked): no observed results then.
-	Shutdowns *v1alpha1.ShutdownReportStatus
+	// Observed is what its ShutdownReport says (Observe), nil when the
+	// observer has seen none of its shutdowns: no observed results then.
+	Observed *Observed
+}
+
+// Observed is what a workload's ShutdownReport says of its last
+// shutdowns, as its policy report states it: how many the report keeps,
+// and the observer's notes on those SIGKILLed at the end of their grace
+// and on those whose preStop hook failed. It is small whatever the report
+// holds (two notes of at most shutdownreport.MaxNoteLength bytes), so a
+// writer may keep those of many workloads at once.
+type Observed struct {
+	// Report is the ShutdownReport's name.
+	Report                      string
+	Samples, Killed, HookFailed int
+	KilledNote, HookFailedNote  string
+}
+
+// Observe reads a workload's ShutdownReport; nil when it holds no sample.
+func Observe(w Workload, st *v1alpha1.ShutdownReportStatus) *Observed {
+	if st == nil || len(st.Samples) == 0 {
+		return nil
+	}
+	var killed, failed []v1alpha1.Sample
+	for _, s := range st.Samples {
+		if s.Outcome == v1alpha1.OutcomeKilled {
+			killed = append(killed, s)
+		}
+		if s.HookFailed {
+			failed = append(failed, s)
+		}
+	}
+	o := &Observed{Report: v1alpha1.ReportName(w.Kind, w.Name), Samples: len(st.Samples), Killed: len(killed), HookFailed: len(failed)}
+	if len(killed) > 0 {
+		recommended := "unknown"
+		if st.Recommendation != nil {
+			recommended = st.Recommendation.MaxWork
+		}
+		o.KilledNote = shutdownreport.KilledNote(w.Namespace, recommended, killed)
+	}
+	if len(failed) > 0 {
+		o.HookFailedNote = shutdownreport.FailedNote(w.Namespace, failed)
+	}
+	return o
 }
 
 // Rules are the checks a workload passes when they find nothing: every
@@ -177,7 +223,7 @@ func results(in Input) []openreports.ReportResult {
 			skip = append(skip, res)
 		}
 	}
-	for _, res := range observed(in.Workload, in.Shutdowns) {
+	for _, res := range observed(in.Observed) {
 		add(res)
 	}
 	switch {
@@ -264,47 +310,30 @@ func severity(r mutate.Reason) openreports.ResultSeverity {
 	return "info"
 }
 
-// observed is what the workload's ShutdownReport says of its last
-// shutdowns: whether a Pod was SIGKILLed at the end of its grace, whether
-// a preStop hook failed, in the words of the observer's events.
-func observed(w Workload, st *v1alpha1.ShutdownReportStatus) []openreports.ReportResult {
-	if st == nil || len(st.Samples) == 0 {
+// observed is what the observer saw of the workload's last shutdowns:
+// whether a Pod was SIGKILLed at the end of its grace, whether a preStop
+// hook failed, in the words of the observer's events.
+func observed(o *Observed) []openreports.ReportResult {
+	if o == nil || o.Samples == 0 {
 		return nil
 	}
-	var killed, failed []v1alpha1.Sample
-	for _, s := range st.Samples {
-		if s.Outcome == v1alpha1.OutcomeKilled {
-			killed = append(killed, s)
-		}
-		if s.HookFailed {
-			failed = append(failed, s)
-		}
-	}
-	n := len(st.Samples)
-	window := fmt.Sprintf("the last %d shutdowns observed", n)
-	if n == 1 {
+	window := fmt.Sprintf("the last %d shutdowns observed", o.Samples)
+	if o.Samples == 1 {
 		window = "the last shutdown observed"
 	}
-	recommended := "unknown"
-	if st.Recommendation != nil {
-		recommended = st.Recommendation.MaxWork
-	}
-	props := func(bad int) map[string]string {
-		return map[string]string{"shutdownReport": v1alpha1.ReportName(w.Kind, w.Name), "samples": strconv.Itoa(n), "matching": strconv.Itoa(bad)}
-	}
-	res := func(rule mutate.Reason, bad []v1alpha1.Sample, note func() string, none string) openreports.ReportResult {
-		out := openreports.ReportResult{Source: Source, Policy: Policy, Rule: string(rule), Category: CategoryObserved,
-			Severity: "high", Scored: true, Properties: props(len(bad))}
-		if len(bad) == 0 {
+	res := func(rule mutate.Reason, bad int, note, none string) openreports.ReportResult {
+		out := openreports.ReportResult{Source: Source, Policy: Policy, Rule: string(rule), Category: CategoryObserved, Severity: "high", Scored: true,
+			Properties: map[string]string{"shutdownReport": o.Report, "samples": strconv.Itoa(o.Samples), "matching": strconv.Itoa(bad)}}
+		if bad == 0 {
 			out.Result, out.Description = resultPass, "none of "+window+" "+none
-			return out
+		} else {
+			out.Result, out.Description = resultFail, "In "+window+": "+note
 		}
-		out.Result, out.Description = resultFail, "In "+window+": "+note()
 		return out
 	}
 	return []openreports.ReportResult{
-		res(RuleKilled, killed, func() string { return shutdownreport.KilledNote(w.Namespace, recommended, killed) }, "was SIGKILLed at the end of its grace"),
-		res(RuleHookFailed, failed, func() string { return shutdownreport.FailedNote(w.Namespace, failed) }, "had a preStop hook fail"),
+		res(RuleKilled, o.Killed, o.KilledNote, "was SIGKILLed at the end of its grace"),
+		res(RuleHookFailed, o.HookFailed, o.HookFailedNote, "had a preStop hook fail"),
 	}
 }
 

@@ -264,10 +264,10 @@ func TestObservedShutdownsAreResults(t *testing.T) {
 		return v1alpha1.Sample{Pod: pod, Container: "app", Outcome: outcome, HookFailed: hookFailed, GraceSeconds: 45, PreStopSeconds: 5,
 			DrainSeconds: 40, Budget: "routing=5s work=30s cleanup=5s margin=5s grace=45s"}
 	}
-	in.Shutdowns = &v1alpha1.ShutdownReportStatus{
+	in.Observed = Observe(in.Workload, &v1alpha1.ShutdownReportStatus{
 		Samples:        []v1alpha1.Sample{sample("web-1", v1alpha1.OutcomeExited, false), sample("web-2", v1alpha1.OutcomeKilled, false), sample("web-3", v1alpha1.OutcomeExited, false)},
 		Recommendation: &v1alpha1.Recommendation{MaxWork: "1m20s"},
-	}
+	})
 	r := Build(in, DefaultBounds(), now)
 	want := []seen{{string(RuleKilled), "fail", "high", "In the last 3 shutdowns observed: 1 Pod SIGKILLed at the end of 45s grace after draining 40s (web-2 container app); " +
 		"budget routing=5s work=30s cleanup=5s margin=5s grace=45s; recommended max-work 1m20s: kubectl graceguard recommend -n shop"}}
@@ -287,7 +287,8 @@ func TestObservedShutdownsAreResults(t *testing.T) {
 		t.Errorf("no failed hook: %+v, want a pass saying so", hook)
 	}
 
-	in.Shutdowns.Samples = []v1alpha1.Sample{sample("web-4", v1alpha1.OutcomeExited, true)}
+	failed := &v1alpha1.ShutdownReportStatus{Samples: []v1alpha1.Sample{sample("web-4", v1alpha1.OutcomeExited, true)}}
+	in.Observed = Observe(in.Workload, failed)
 	r = Build(in, DefaultBounds(), now)
 	want = []seen{{string(RuleHookFailed), "fail", "high", "In the last shutdown observed: preStop hook failed in 1 Pod (web-4 container app): SIGTERM came at once, before the routing delay; " +
 		"budget routing=5s work=30s cleanup=5s margin=5s grace=45s; fix the hook (graceguard.io/prestop: sleep needs no binary in the image): kubectl graceguard recommend -n shop"}}
@@ -300,11 +301,13 @@ func TestObservedShutdownsAreResults(t *testing.T) {
 		t.Fatalf("without evidence the first result is %+v", r.Results[0])
 	}
 	bad := input(t, deployment(badAnnotation, badContainer), ns(""))
-	bad.Shutdowns = in.Shutdowns
+	bad.Observed = in.Observed
 	if r = Build(bad, Bounds{MaxResults: 1}, now); r.Results[0].Rule != string(RuleHookFailed) {
 		t.Errorf("with one result to keep, %+v; want the failed hook observed", r.Results[0])
 	}
-	in.Shutdowns = &v1alpha1.ShutdownReportStatus{}
+	if in.Observed = Observe(in.Workload, &v1alpha1.ShutdownReportStatus{}); in.Observed != nil {
+		t.Errorf("a report without samples observes %+v", in.Observed)
+	}
 	for _, res := range Build(in, DefaultBounds(), now).Results {
 		if res.Category == CategoryObserved {
 			t.Errorf("no sample, yet %+v", res)
