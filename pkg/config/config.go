@@ -70,7 +70,11 @@ func Flags(c *server.Config) flags.Flags {
 // ObserverFlags are the flags of `webhook observe`, bound to c; their
 // Validate is c's.
 func ObserverFlags(c *observer.Config) flags.Flags {
-	return flags.Flags{List: []flags.Flag{
+	r := &c.Reports
+	// The cluster defaults, as the webhook takes them: the reports
+	// evaluate Pod templates with them (--excluded-namespaces is also
+	// where the observer never looks).
+	return flags.Flags{List: append(optionflags.List(&c.Options), []flags.Flag{
 		flags.MetricsAddressFlag(&c.MetricsBindAddress),
 		flags.HealthAddressFlag(&c.HealthProbeBindAddress),
 		{Name: flags.LeaderElect, Value: flags.Bool(&c.LeaderElection), NoOptDefVal: "true",
@@ -79,10 +83,18 @@ func ObserverFlags(c *observer.Config) flags.Flags {
 			Usage: "graceguard's own namespace, for the leader election Lease; its Pods are never observed (default $POD_NAMESPACE)"},
 		{Name: flags.FlushInterval.Name, Value: flags.FlushInterval.Value(&c.FlushInterval),
 			Usage: "gather a workload's samples this long before writing its ShutdownReport (one write per workload and interval)"},
-		{Name: flags.ExcludedNamespaces, Value: flags.List(&c.ExcludedNamespaces),
-			Usage: "namespaces whose Pods are never observed, whatever their labels: the webhook's --excluded-namespaces"},
 		flags.MinSamplesFlag(&c.MinSamples),
 		{Name: flags.MetricsNamespaceLabel, Value: flags.Bool(&c.NamespaceLabel), NoOptDefVal: "true",
 			Usage: "label the observed-shutdown metrics with the namespace (one series per namespace with treated Pods)"},
-	}, Check: func() error { return c.Validate() }}
+		{Name: flags.Reports, Value: flags.ChoiceValue(&r.Kind, observer.ReportKinds...),
+			Usage: "write a policy report per workload of the treated namespaces: off, auto (openreports.io/v1alpha1 Report if served, else wgpolicyk8s.io/v1alpha2 PolicyReport, else none), openreports or policyreport"},
+		{Name: flags.ReportsInterval.Name, Value: flags.ReportsInterval.Value(&r.Interval),
+			Usage: "evaluate every workload again this often, and ask the API server which report kinds it serves"},
+		{Name: flags.ReportsWritesPerSecond.Name, Value: flags.Int(&r.WritesPerSecond),
+			Usage: "policy report writes and deletes a second, at most"},
+		{Name: flags.ReportsMaxResults.Name, Value: flags.Int(&r.Bounds.MaxResults),
+			Usage: "results a report lists, at most (fails first); the summary counts the rest"},
+		{Name: flags.ReportsMaxMessageLength.Name, Value: flags.Int(&r.Bounds.MaxMessageLength),
+			Usage: "bytes of a result's message, at most; a longer one is cut with a marker that says its length"},
+	}...), Check: func() error { return c.Validate() }}
 }

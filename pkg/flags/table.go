@@ -107,6 +107,19 @@ const (
 
 var FlushInterval = DurationRange{Name: "flush-interval", Min: 10 * time.Millisecond, Max: 10 * time.Minute, GoSyntax: true}
 
+// The observer's policy reports, validated by observer.Config; the
+// bounds of a report (pkg/policyreport.Bounds): one of ReportsMaxResults
+// results of ReportsMaxMessageLength bytes each stays far under the API
+// server's 1.5 MiB (TestTheLargestReportIsBounded).
+const Reports = "reports"
+
+var (
+	ReportsInterval         = DurationRange{Name: "reports-interval", Min: time.Second, Max: 24 * time.Hour, GoSyntax: true}
+	ReportsWritesPerSecond  = IntRange{Name: "reports-writes-per-second", Min: 1, Max: 100}
+	ReportsMaxResults       = IntRange{Name: "reports-max-results", Min: 1, Max: 200}
+	ReportsMaxMessageLength = IntRange{Name: "reports-max-message-length", Min: 64, Max: 2048}
+)
+
 // Shared by the webhook and the observer (the addresses), and the
 // observer and the plugin's recommend (min-samples).
 var (

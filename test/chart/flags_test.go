@@ -24,6 +24,7 @@ func TestRenderedArgumentsAreValidFlags(t *testing.T) {
 	cases := map[string]string{
 		"routing profiles":  "config: {routingProfiles: {corp-lb: {routingDelay: 45s, graceFloor: 1m}}, defaultRoutingProfile: corp-lb}",
 		"platform ceilings": "config: {karpenterTerminationGracePeriod: 48h, karpenterCeilingAction: deny, nodeShutdownGracePeriod: 30s, nodeShutdownGracePeriodCriticalPods: 10s}",
+		"policy reports":    "reports: {enabled: true}\nconfig: {routingProfiles: {corp-lb: {routingDelay: 45s, graceFloor: 1m}}, defaultRoutingProfile: corp-lb}",
 	}
 	for name, vals := range modes {
 		cases[name] = vals
@@ -115,6 +116,10 @@ func TestChartChecksAgreeWithTheWebhooksValidation(t *testing.T) {
 		"config: {maxConnections: 16, maxPendingConnections: 1}",
 		"observer: {flushInterval: 10ms}",
 		"observer: {flushInterval: 9ms}",
+		"reports: {enabled: true, interval: 1s}",
+		"reports: {enabled: true, interval: 999ms}",
+		"reports: {enabled: true, interval: 24h}",
+		"reports: {enabled: true, interval: 24h1s}",
 	}, everyProfileAtTheCap()...) {
 		t.Run(vals, func(t *testing.T) {
 			_, chartErr := renderChart(values(t, vals), renderOpts{})

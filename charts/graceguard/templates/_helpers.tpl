@@ -365,3 +365,28 @@ grace, and (treated) at most rs.
             {{ include "graceguard.cel.hookFits" (dict "c" "c" "g" "g" "bound" "rs") }}))))))
     )
 {{- end -}}
+
+{{/*
+graceguard.clusterDefaultArgs: the cluster defaults (pkg/optionflags), as
+the webhook takes them; the observer takes the same when it writes policy
+reports, so both decide alike.
+*/}}
+{{- define "graceguard.clusterDefaultArgs" -}}
+- --default-routing-delay={{ .Values.config.defaultRoutingDelay }}
+- --default-max-work={{ .Values.config.defaultMaxWork }}
+- --default-cleanup={{ .Values.config.defaultCleanup }}
+- --default-safety-margin={{ .Values.config.defaultSafetyMargin }}
+- --max-grace-period={{ .Values.config.maxGracePeriod }}
+- --prestop-handler={{ .Values.config.prestopHandler }}
+- --default-mode={{ .Values.config.defaultMode }}
+- --excluded-namespaces={{ include "graceguard.excludedNamespaces" . }}
+{{- range $name, $p := .Values.config.routingProfiles }}
+- --routing-profile={{ $name }}={{ $p.routingDelay }}{{ with $p.graceFloor }},grace-floor={{ . }}{{ end }}
+{{- end }}
+- --default-routing-profile={{ .Values.config.defaultRoutingProfile }}
+- --karpenter-termination-grace-period={{ .Values.config.karpenterTerminationGracePeriod }}
+- --karpenter-ceiling-action={{ .Values.config.karpenterCeilingAction }}
+- --node-shutdown-grace-period={{ .Values.config.nodeShutdownGracePeriod }}
+- --node-shutdown-grace-period-critical-pods={{ .Values.config.nodeShutdownGracePeriodCriticalPods }}
+- --node-shutdown-ceiling-action={{ .Values.config.nodeShutdownCeilingAction }}
+{{- end -}}
