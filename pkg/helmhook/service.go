@@ -120,6 +120,10 @@ func call(ctx context.Context, t target, namespace string) (string, error) {
 	start := time.Now()
 	resp, err := (&http.Client{Transport: transport}).Do(req)
 	if err != nil {
+		var ue *url.Error // names the method and URL again, with ?timeout=
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return "", fmt.Errorf("POST %s: %w", u, err)
 	}
 	defer resp.Body.Close()
