@@ -37,6 +37,7 @@ func chartRanges() []chartRange {
 		{"config.nodeShutdownGracePeriod", ceiling(flags.NodeShutdownGracePeriod)},
 		{"config.nodeShutdownGracePeriodCriticalPods", ceiling(flags.NodeShutdownGracePeriodCriticalPods)},
 		{"observer.flushInterval", flags.FlushInterval},
+		{"tests.timeout", flags.HookTimeout},
 	}
 }
 
