@@ -38,6 +38,7 @@ func chartRanges() []chartRange {
 		{"config.nodeShutdownGracePeriodCriticalPods", ceiling(flags.NodeShutdownGracePeriodCriticalPods)},
 		{"observer.flushInterval", flags.FlushInterval},
 		{"reports.interval", flags.ReportsInterval},
+		{"tests.timeout", flags.HookTimeout},
 	}
 }
 

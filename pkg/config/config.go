@@ -1,8 +1,10 @@
 // Package config binds the webhook binary's flags: the server's
-// (server.Config, with the cluster defaults of pkg/optionflags) and those
-// of `webhook observe` (observer.Config). It holds no rule: what a value
-// must be is its owner's Validate (server.Config, mutate.Options,
-// webhook.Limits, observer.Config), and the flags' names and ranges are
+// (server.Config, with the cluster defaults of pkg/optionflags), those of
+// `webhook observe` (observer.Config) and those of the Helm hooks' `webhook
+// selftest` and `webhook unregister` (pkg/helmhook). It holds no rule: what
+// a value must be is its owner's Validate (server.Config, mutate.Options,
+// webhook.Limits, observer.Config, the helmhook configs), and the flags'
+// names and ranges are
 // pkg/flags'. It is a package rather than part of cmd/webhook so that the
 // chart's tests can parse the arguments the chart renders with the
 // binary's own flags.
@@ -14,6 +16,7 @@ package config
 
 import (
 	"github.com/graceguard/graceguard/pkg/flags"
+	"github.com/graceguard/graceguard/pkg/helmhook"
 	"github.com/graceguard/graceguard/pkg/observer"
 	"github.com/graceguard/graceguard/pkg/optionflags"
 	"github.com/graceguard/graceguard/pkg/server"
@@ -97,4 +100,43 @@ func ObserverFlags(c *observer.Config) flags.Flags {
 		{Name: flags.ReportsMaxMessageLength.Name, Value: flags.Int(&r.Bounds.MaxMessageLength),
 			Usage: "bytes of a result's message, at most; a longer one is cut with a marker that says its length"},
 	}...), Check: func() error { return c.Validate() }}
+}
+
+// SelftestFlags are the flags of `webhook selftest` (the chart's `helm
+// test` Pods), bound to c; their Validate is c's.
+func SelftestFlags(c *helmhook.SelftestConfig) flags.Flags {
+	return flags.Flags{List: []flags.Flag{
+		{Name: flags.Check, Value: flags.ChoiceValue(&c.Check, helmhook.Checks...),
+			Usage: "service: call every webhook of the release's configurations as the API server does (the Service's DNS name, their caBundle); " +
+				"mutation: create a server-side dry-run Pod in --test-namespace and want it back with graceguard's budget, grace and preStop hook"},
+		{Name: flags.Namespace, Value: flags.String(&c.Namespace),
+			Usage: "service: the release namespace, whose objects the reviews are of (graceguard never treats them) (default $POD_NAMESPACE)"},
+		{Name: flags.MutatingWebhookConfiguration, Value: flags.String(&c.MutatingWebhookConfiguration),
+			Usage: "service: the release's MutatingWebhookConfiguration"},
+		{Name: flags.ValidatingWebhookConfiguration, Value: flags.String(&c.ValidatingWebhookConfiguration),
+			Usage: "service: the release's ValidatingWebhookConfiguration"},
+		{Name: flags.TestNamespace, Value: flags.String(&c.TestNamespace),
+			Usage: "mutation: a namespace labelled graceguard.io/inject=enabled (enforce mode) to create the dry-run Pod in"},
+		{Name: flags.Image, Value: flags.String(&c.Image),
+			Usage: "mutation: the dry-run Pod's image (never pulled)"},
+		{Name: flags.HookTimeout.Name, Value: flags.HookTimeout.Value(&c.Timeout),
+			Usage: "retry this long, then fail with the last reason"},
+	}, Check: func() error { return c.Validate() }}
+}
+
+// UnregisterFlags are the flags of `webhook unregister` (the chart's
+// pre-delete hook), bound to c; their Validate is c's.
+func UnregisterFlags(c *helmhook.UnregisterConfig) flags.Flags {
+	return flags.Flags{List: []flags.Flag{
+		{Name: flags.Release, Value: flags.String(&c.Release),
+			Usage: "the Helm release whose webhook configurations to delete: only those its meta.helm.sh/release-name and -namespace annotations name it"},
+		{Name: flags.Namespace, Value: flags.String(&c.Namespace),
+			Usage: "the release's namespace (default $POD_NAMESPACE)"},
+		{Name: flags.MutatingWebhookConfiguration, Value: flags.String(&c.MutatingWebhookConfiguration),
+			Usage: "the MutatingWebhookConfiguration to delete"},
+		{Name: flags.ValidatingWebhookConfiguration, Value: flags.String(&c.ValidatingWebhookConfiguration),
+			Usage: "the ValidatingWebhookConfiguration to delete"},
+		{Name: flags.HookTimeout.Name, Value: flags.HookTimeout.Value(&c.Timeout),
+			Usage: "give up on the API server after this long"},
+	}, Check: func() error { return c.Validate() }}
 }

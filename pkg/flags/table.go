@@ -120,6 +120,20 @@ var (
 	ReportsMaxMessageLength = IntRange{Name: "reports-max-message-length", Min: 64, Max: 2048}
 )
 
+// The Helm hooks' (`webhook selftest`, `webhook unregister`), validated by
+// helmhook.SelftestConfig and helmhook.UnregisterConfig.
+const (
+	Check         = "check"
+	Release       = "release"
+	TestNamespace = "test-namespace"
+	Image         = "image"
+)
+
+// HookTimeout bounds how long a Helm hook's command keeps trying: long
+// enough for a fresh install's replicas to get their certificates, short
+// enough to fail, saying why, before Helm's own --timeout (5m by default).
+var HookTimeout = DurationRange{Name: "timeout", Min: time.Second, Max: 5 * time.Minute, GoSyntax: true}
+
 // Shared by the webhook and the observer (the addresses), and the
 // observer and the plugin's recommend (min-samples).
 var (

@@ -88,6 +88,9 @@ var _ = Describe("cert-manager mode", Ordered, func() {
 		DeferCleanup(func() {
 			un := action.NewUninstall(uninstallCfg)
 			un.WaitStrategy = helmkube.HookOnlyStrategy
+			// No kubelet runs the pre-delete Job here (`helm uninstall
+			// --no-hooks`); test/chart runs it.
+			un.DisableHooks = true
 			_, err := un.Run(release)
 			Expect(err).NotTo(HaveOccurred(), "helm uninstall")
 		})

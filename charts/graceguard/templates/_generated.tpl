@@ -53,6 +53,7 @@ in its flag's range (pkg/flags). Usage: include "graceguard.generatedRanges" .
 {{- include "graceguard.checkRange" (list "config.nodeShutdownGracePeriodCriticalPods" $v.config.nodeShutdownGracePeriodCriticalPods 0 2592000 "0s to 720h (--node-shutdown-grace-period-critical-pods)") -}}
 {{- include "graceguard.checkRange" (list "observer.flushInterval" $v.observer.flushInterval 0.01 600 "10ms to 10m (--flush-interval)") -}}
 {{- include "graceguard.checkRange" (list "reports.interval" $v.reports.interval 1 86400 "1s to 24h (--reports-interval)") -}}
+{{- include "graceguard.checkRange" (list "tests.timeout" $v.tests.timeout 1 300 "1s to 5m (--timeout)") -}}
 {{- end -}}
 
 {{/*

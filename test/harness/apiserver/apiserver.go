@@ -136,7 +136,7 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (_ *APIServer, err 
 	a.Env = &envtest.Environment{BinaryAssetsDirectory: o.AssetsDir, CRDDirectoryPaths: o.CRDDirs, ErrorIfCRDPathMissing: true}
 	if !o.Alone {
 		// The CustomResourceDefinitions the chart ships (ShutdownReport).
-		a.Env.CRDDirectoryPaths = append(a.Env.CRDDirectoryPaths, filepath.Join(chart.ChartDir(), "crds"))
+		a.Env.CRDDirectoryPaths = append(a.Env.CRDDirectoryPaths, chart.CRDDir())
 		a.Env.WebhookInstallOptions = envtest.WebhookInstallOptions{
 			LocalServingHost:   "127.0.0.1",
 			LocalServingPort:   port,

@@ -32,6 +32,10 @@ func ChartDir() string {
 	return filepath.Join(filepath.Dir(file), "..", "..", "..", "charts", "graceguard")
 }
 
+// CRDDir holds the CustomResourceDefinitions the chart installs
+// (templates/crds.yaml renders them): what make generate writes.
+func CRDDir() string { return filepath.Join(ChartDir(), "files", "crds") }
+
 // Webhooks are the admission configurations the chart installs.
 type Webhooks struct {
 	Mutating   []*admissionv1.MutatingWebhookConfiguration

@@ -2,8 +2,6 @@ package chart
 
 import (
 	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
@@ -64,28 +62,17 @@ func TestKustomizationUsesTheGeneratedManifest(t *testing.T) {
 }
 
 // installManifest is config/install.yaml: the chart with its default
-// values in namespace graceguard-system, preceded by the Namespace, for
-// people who install with `kubectl apply` instead of Helm.
+// values in namespace graceguard-system (the CRD among them), preceded by
+// the Namespace, for people who install with `kubectl apply` instead of
+// Helm. Helm's hooks (`helm test`, the pre-delete Job) are not in it: they
+// run at Helm's events only.
 func installManifest() (string, error) {
 	const ns = "graceguard-system"
 	m, err := Render("graceguard", ns, nil)
 	if err != nil {
 		return "", err
 	}
-	// What `helm install` applies first: the chart's crds/.
-	crds, err := filepath.Glob(filepath.Join(ChartDir(), "crds", "*.yaml"))
-	if err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	for _, f := range crds {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return "", err
-		}
-		b.WriteString("---\n# Source: graceguard/crds/" + filepath.Base(f) + "\n" + strings.TrimPrefix(string(data), "---\n"))
-	}
 	return "# Generated from charts/graceguard with its default values by `make manifests`; do not edit.\n" +
 		"# kubectl apply -k config/  (or kubectl apply -f config/install.yaml)\n" +
-		"---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + ns + "\n" + b.String() + m, nil
+		"---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + ns + "\n" + m, nil
 }
