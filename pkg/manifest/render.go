@@ -19,17 +19,8 @@ import (
 // (nil for none), with pointers relative to the object.
 type Patches func(Document) []mutate.Operation
 
-// Render writes the file back as YAML with the patches applied. Text
-// outside the changed objects is copied byte for byte, and a changed
-// object keeps its comments, key order, quoting and blank lines: the added
-// fields are written into the text at the end of the mapping that holds
-// them, in the document's own indentation. Each document's result is
-// checked against the JSON patch applied the API server's way; in the rare
-// case the text cannot take the addition as it is (a field replaced rather
-// than added, a block scalar that keeps trailing blank lines) the document
-// is re-encoded from its parsed YAML (comments and order kept, blank lines
-// lost), and failing that written from the patched JSON. Documents written
-// as JSON stay JSON, in their key order and indentation.
+// Render writes the file back as YAML with the patches applied, each
+// document as Piece.Render writes it and the text between them as it is.
 func (f *File) Render(patches Patches) ([]byte, error) {
 	var out bytes.Buffer
 	prev := 0
@@ -58,19 +49,14 @@ func (f *File) Render(patches Patches) ([]byte, error) {
 func (f *File) PatchedJSON(patches Patches) ([][]byte, error) {
 	var out [][]byte
 	for _, c := range f.Chunks {
-		if c.raw == nil {
-			continue
-		}
-		ops := c.ops(patches)
-		if len(ops) == 0 {
-			out = append(out, c.raw)
-			continue
-		}
-		b, err := ApplyPatch(c.raw, ops)
+		p := &Piece{Source: f.Source, Chunk: c}
+		b, err := p.PatchedJSON(patches)
 		if err != nil {
-			return nil, fmt.Errorf("%s#%d: applying graceguard's patch: %w", f.Source, c.N, err)
+			return nil, err
 		}
-		out = append(out, b)
+		if b != nil {
+			out = append(out, b)
+		}
 	}
 	return out, nil
 }
@@ -87,7 +73,7 @@ func (c *Chunk) ops(patches Patches) []mutate.Operation {
 	return ops
 }
 
-// render returns the document's text with ops applied (see File.Render),
+// render returns the document's text with ops applied (see Piece.Render),
 // and whether it was spliced into the text as it was.
 func (c *Chunk) render(doc []byte, ops []mutate.Operation) ([]byte, bool, error) {
 	want, err := ApplyPatch(c.raw, ops)
