@@ -218,3 +218,58 @@ func BenchmarkStream(b *testing.B) {
 		})
 	}
 }
+
+// The plugin reads, decides and writes one document at a time: what it
+// holds at its peak follows the largest document, not the stream. Here an
+// 8 MiB stream of 1 KB Deployments, each followed by a 32 KB ConfigMap,
+// and last the Namespace they are in (so every decision depends on the
+// end of the stream). Held whole, its text alone is 8 MiB, and the plugin
+// once held some times that; read document by document, what it keeps
+// is a few documents and its own tables, whatever the stream's length.
+func TestMemoryFollowsTheLargestDocumentNotTheStream(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads an 8 MiB stream five times")
+	}
+	const size = 8 << 20
+	path, largest := streamFile(t, size, 32)
+	// Generous: a document's parse trees and decisions take some tens of
+	// times its text; the plugin's own tables some MiB.
+	limit := uint64(4<<20 + 64*largest)
+	if limit >= size {
+		t.Fatalf("the limit, %d bytes, would not tell a stream held whole from one read document by document", limit)
+	}
+	for _, tc := range []struct {
+		args  []string
+		stdin bool
+	}{
+		{[]string{"check", "-f", path}, false},
+		{[]string{"check", "-f", "-", "-o", "sarif"}, true},
+		{[]string{"check", "-f", path, "-o", "json"}, false},
+		{[]string{"mutate", "-f", path}, false},
+		{[]string{"mutate", "-f", "-", "-o", "json"}, true},
+	} {
+		name := strings.Join(tc.args, " ")
+		var code int
+		peak := peakLiveHeap(func() {
+			var stdin io.Reader = strings.NewReader("")
+			if tc.stdin {
+				f, err := os.Open(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				stdin = f
+			}
+			code = Execute(tc.args, stdin, io.Discard, io.Discard)
+		})
+		if code != ExitOK {
+			t.Errorf("%s: exit %d", name, code)
+		}
+		if peak > limit {
+			t.Errorf("%s: the live heap peaked at %.1f MiB for a %d MiB stream whose largest document is %d bytes; want at most %.1f MiB (4 MiB + 64 x the largest document)",
+				name, float64(peak)/(1<<20), size>>20, largest, float64(limit)/(1<<20))
+		} else {
+			t.Logf("%s: peak live heap %.1f MiB", name, float64(peak)/(1<<20))
+		}
+	}
+}

@@ -12,15 +12,14 @@ import (
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 )
 
-// File is one input read whole: its exact text and its documents.
+// File is one input read whole: its exact text and its documents. The
+// plugin reads its inputs document by document instead (Stream); Read
+// and the tests read files whole.
 type File struct {
 	// Source names it as given: a path, a URL or "stdin".
 	Source string
 	Text   []byte
 	Chunks []*Chunk
-	// Problems are the documents that are not Kubernetes objects, when read
-	// with ReadFileKeepGoing.
-	Problems []Problem
 	// fallbacks counts the documents Render could not splice (tests).
 	fallbacks int
 }
@@ -55,29 +54,15 @@ type Chunk struct {
 }
 
 // ReadFile reads a stream of YAML documents separated by "---" lines (or
-// JSON objects) whole and keeps its text, so Render can write it back with
-// only graceguard's additions. Lists are read item by item. An error names
-// the source and the document number.
+// JSON objects) whole and keeps its text. Lists are read item by item. An
+// error names the source and the document number: the first document
+// that is not a Kubernetes object, once the whole stream could be split.
 func ReadFile(r io.Reader, source string) (*File, error) {
-	return readFile(r, source, false)
-}
-
-// ReadFileKeepGoing is ReadFile for files found in a directory, which may
-// hold YAML that is not Kubernetes objects: each such document is recorded
-// in File.Problems and the others are read. It fails only when the file
-// cannot be split into documents.
-func ReadFileKeepGoing(r io.Reader, source string) (*File, error) {
-	return readFile(r, source, true)
-}
-
-func readFile(r io.Reader, source string, keepGoing bool) (*File, error) {
 	text, err := io.ReadAll(r)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", source, err)
 	}
 	f := &File{Source: source, Text: text}
-	// The whole stream is split before a document that is not an object
-	// counts: a separator kubectl refuses is the error, wherever it is.
 	var bad error
 	s := NewStream(bytes.NewReader(text), source)
 	for {
@@ -96,11 +81,7 @@ func readFile(r io.Reader, source string, keepGoing bool) (*File, error) {
 				c.Objects[j].text = text[c.Start:c.End]
 			}
 		}
-		switch {
-		case p.Problem == nil:
-		case keepGoing:
-			f.Problems = append(f.Problems, *p.Problem)
-		case bad == nil:
+		if p.Problem != nil && bad == nil {
 			bad = p.Problem.Err
 		}
 	}
@@ -108,25 +89,6 @@ func readFile(r io.Reader, source string, keepGoing bool) (*File, error) {
 		return nil, bad
 	}
 	return f, nil
-}
-
-// span is a document's place in a file.
-type span struct{ start, end, line int }
-
-// splitDocuments finds the documents of a whole text as Stream does.
-func splitDocuments(text []byte) ([]span, error) {
-	var out []span
-	s := NewStream(bytes.NewReader(text), "")
-	for {
-		p, err := s.Next()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, span{p.Chunk.Start, p.Chunk.End, p.Chunk.Line})
-	}
 }
 
 // notYAML says why a document cannot be read. A Helm or Go template fails

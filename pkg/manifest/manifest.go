@@ -283,20 +283,8 @@ func ApplyPatch(doc []byte, ops []mutate.Operation) ([]byte, error) {
 // reads it (NamespaceOf).
 type NamespaceDefinition struct {
 	mutate.Namespace
-	// Index is the document's index in the documents searched.
+	// Index is the document's index in the documents read.
 	Index int
-}
-
-// NamespaceDefinitions returns the Namespace documents of that name in
-// docs, in order.
-func NamespaceDefinitions(name string, docs []Document) []NamespaceDefinition {
-	var defs []NamespaceDefinition
-	for i, d := range docs {
-		if ns, ok := NamespaceOf(d); ok && ns.Name == name {
-			defs = append(defs, NamespaceDefinition{ns, i})
-		}
-	}
-	return defs
 }
 
 // NamespaceOf reads a v1 Namespace document as graceguard reads a

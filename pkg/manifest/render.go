@@ -19,48 +19,6 @@ import (
 // (nil for none), with pointers relative to the object.
 type Patches func(Document) []mutate.Operation
 
-// Render writes the file back as YAML with the patches applied, each
-// document as Piece.Render writes it and the text between them as it is.
-func (f *File) Render(patches Patches) ([]byte, error) {
-	var out bytes.Buffer
-	prev := 0
-	for _, c := range f.Chunks {
-		ops := c.ops(patches)
-		if len(ops) == 0 && !c.JSON {
-			continue
-		}
-		out.Write(f.Text[prev:c.Start])
-		doc, spliced, err := c.render(f.Text[c.Start:c.End], ops)
-		if err != nil {
-			return nil, fmt.Errorf("%s#%d: %w", f.Source, c.N, err)
-		}
-		if !spliced && !c.JSON {
-			f.fallbacks++
-		}
-		out.Write(doc)
-		prev = c.End
-	}
-	out.Write(f.Text[prev:])
-	return out.Bytes(), nil
-}
-
-// PatchedJSON returns each non-empty document as JSON with the patches
-// applied; a List stays one List.
-func (f *File) PatchedJSON(patches Patches) ([][]byte, error) {
-	var out [][]byte
-	for _, c := range f.Chunks {
-		p := &Piece{Source: f.Source, Chunk: c}
-		b, err := p.PatchedJSON(patches)
-		if err != nil {
-			return nil, err
-		}
-		if b != nil {
-			out = append(out, b)
-		}
-	}
-	return out, nil
-}
-
 // ops gathers the chunk's patches, with pointers from the document's root.
 func (c *Chunk) ops(patches Patches) []mutate.Operation {
 	var ops []mutate.Operation
