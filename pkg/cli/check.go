@@ -64,7 +64,8 @@ then used as written; --assume-opted-in evaluates those as if opted in too.
 			if err != nil {
 				return err
 			}
-			return rf.write(cmd.OutOrStdout(), loaded.objs, assumeHint)
+			defer loaded.close()
+			return rf.stream(cmd.OutOrStdout(), loaded, assumeHint)
 		},
 	}
 	in = bindInputFlags(cmd)
@@ -111,47 +112,68 @@ func (rf *reportFlags) outcome(t tally) error {
 
 // writeCheck prints one verdict per object, then the counts.
 func writeCheck(w io.Writer, objs []object, t tally, hint string) error {
-	p := &printer{w: w}
+	r := &textReporter{p: &printer{w: w}, hint: hint}
 	for _, o := range objs {
-		switch verdictOf(o) {
-		case verdictError:
-			p.line("%s: error: %v", o.ref(), o.err)
-			continue
-		case verdictSkipped:
-			_, why := skipOf(o)
-			p.line("%s: skipped: %s", o.ref(), why)
-			for _, f := range findings(o) {
-				p.line("  %s: %s", f.Level, f.Message)
-			}
-			continue
-		}
-		v := o.res.Validation
-		verdict := "allowed"
-		if v.Err() != nil {
-			verdict = "DENIED"
-		}
-		p.line("%s [%s]: %s%s", o.ref(), v.Mode, verdict, checkDetail(o))
-		for _, f := range findings(o) {
-			label := "warning"
-			if f.Level == levelDenial {
-				label = "error"
-			}
-			p.line("  %s: %s", label, f.Message)
-		}
-		if v.Unlisted > 0 {
-			p.line("  error: %d more violations, not recorded (graceguard keeps the first %d)", v.Unlisted, mutate.MaxRecordedViolations)
-		}
-		if n := legacyNote(o); n != "" {
-			p.line("  note: %s", n)
+		if err := r.object(o); err != nil {
+			return err
 		}
 	}
+	return r.finish(t)
+}
+
+// textReporter is check's text report.
+type textReporter struct {
+	p    *printer
+	hint string
+}
+
+// object prints the object's verdict.
+func (r *textReporter) object(o object) error {
+	p := r.p
+	switch verdictOf(o) {
+	case verdictError:
+		p.line("%s: error: %v", o.ref(), o.err)
+		return p.err
+	case verdictSkipped:
+		_, why := skipOf(o)
+		p.line("%s: skipped: %s", o.ref(), why)
+		for _, f := range findings(o) {
+			p.line("  %s: %s", f.Level, f.Message)
+		}
+		return p.err
+	}
+	v := o.res.Validation
+	verdict := "allowed"
+	if v.Err() != nil {
+		verdict = "DENIED"
+	}
+	p.line("%s [%s]: %s%s", o.ref(), v.Mode, verdict, checkDetail(o))
+	for _, f := range findings(o) {
+		label := "warning"
+		if f.Level == levelDenial {
+			label = "error"
+		}
+		p.line("  %s: %s", label, f.Message)
+	}
+	if v.Unlisted > 0 {
+		p.line("  error: %d more violations, not recorded (graceguard keeps the first %d)", v.Unlisted, mutate.MaxRecordedViolations)
+	}
+	if n := legacyNote(o); n != "" {
+		p.line("  note: %s", n)
+	}
+	return p.err
+}
+
+// finish prints the counts.
+func (r *textReporter) finish(t tally) error {
+	p := r.p
 	p.line("")
 	summary := fmt.Sprintf("%s: %d denied, %d allowed, %d skipped", plural(t.objects, "object"), t.denied, t.allowed, t.skipped)
 	if t.errors > 0 {
 		summary += fmt.Sprintf(", %d not evaluated (errors above)", t.errors)
 	}
 	p.line("%s", summary)
-	if s := t.skipSummary(hint); s != "" {
+	if s := t.skipSummary(r.hint); s != "" {
 		p.line("%s", s)
 	}
 	if len(t.assumed) > 0 {

@@ -38,18 +38,25 @@ In warn mode the chart shows the Pod as enforce mode would leave it.`,
 			if err != nil {
 				return err
 			}
+			defer loaded.close()
 			p := &printer{w: cmd.OutOrStdout()}
-			for i, o := range loaded.objs {
-				if i > 0 {
+			n, errs := 0, 0
+			err = loaded.each(func(o object) error {
+				if n > 0 {
 					p.line("")
 				}
+				n++
 				explain(p, o)
-			}
-			if p.err != nil {
+				if verdictOf(o) == verdictError {
+					errs++
+				}
 				return p.err
+			})
+			if err != nil {
+				return err
 			}
-			if t := count(loaded.objs); t.errors > 0 {
-				return notEvaluatedError{t.errors}
+			if errs > 0 {
+				return notEvaluatedError{errs}
 			}
 			return nil
 		},

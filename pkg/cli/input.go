@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -31,7 +32,8 @@ type object struct {
 	err error
 	// nsState says how the namespace was found; see the constants.
 	nsState nsState
-	// nsDoc is the Namespace document in the input, if any.
+	// nsDoc is the Namespace document in the input, if any: its last
+	// definition, detached from its text (it may come later in the input).
 	nsDoc *manifest.Document
 	// problem is set for a document of a file found in a directory that is
 	// not a Kubernetes object; then doc holds only where it is.
@@ -85,41 +87,88 @@ func (o object) template() bool { return o.doc.Kind != "Pod" }
 // evaluated reports whether both webhooks' reports are there.
 func (o object) evaluated() bool { return o.res != nil && o.res.Mutation != nil }
 
-// input is everything read: the files as written (for mutate's output)
-// and the objects with their verdicts.
+// input is what load found in the input: the files, to be read again
+// document by document (walk), and what only the input as a whole says:
+// the Namespaces it defines, and how many objects and documents it holds.
+// Of the documents it keeps only each Namespace's last definition,
+// detached from its text: memory follows the largest document, not the
+// input.
 type input struct {
-	files []*manifest.File
-	objs  []object
+	flags *inputFlags
+	files []*inputFile
+	// objects counts the objects; values the documents that are a JSON
+	// value (mutate -o json prints a List when there are several).
+	objects, values int
+	// namespaces are the Namespaces the input defines, by name, each
+	// with its definitions in order.
+	namespaces map[string]*nsDefinitions
+	// redefined gives, for a Namespace replaced by a later definition
+	// with other labels or annotations (by its index among the input's
+	// objects), the source of the last definition.
+	redefined map[int]string
+	// spools are the temporary files stdin and URLs were copied to.
+	spools []string
 }
 
-// load reads every input and runs the webhooks' decisions on each object.
-// Nothing is evaluated unless everything could be read, so a read error
-// never comes with half an output; an object that cannot be evaluated is
-// reported with its error and the others still are.
-func (f *inputFlags) load(ctx context.Context, stdin io.Reader, errOut io.Writer) (*input, error) {
+// inputFile is one file of the input: a -f argument, a file found in a
+// directory, or stdin or a URL copied to a temporary file.
+type inputFile struct {
+	// source names it in Document.File: a path, a URL or "stdin".
+	source string
+	// keepGoing is set for files found in a directory: a document that is
+	// not an object is reported, not an input error.
+	keepGoing bool
+	open      func() (io.ReadCloser, error)
+	// objects counts the file's objects when load read it.
+	objects int
+}
+
+// nsDefinitions are a namespace's definitions in the input, in order.
+type nsDefinitions struct {
+	defs    []manifest.NamespaceDefinition
+	sources []string
+	// last is the last definition's document, detached from its text.
+	last manifest.Document
+}
+
+// load reads every input once, document by document, to learn what the
+// whole input says (the Namespaces it defines) and to find read errors:
+// nothing is evaluated unless everything could be read, so a read error
+// never comes with half an output. walk then reads it again and evaluates
+// each object; an object that cannot be evaluated is reported with its
+// error and the others still are. stdin and URLs, which cannot be read
+// twice, are copied to temporary files; close removes them.
+func (f *inputFlags) load(ctx context.Context, stdin io.Reader, errOut io.Writer) (_ *input, err error) {
 	if err := f.validate(); err != nil {
 		return nil, err
 	}
-	in := &input{}
+	in := &input{flags: f, namespaces: map[string]*nsDefinitions{}, redefined: map[int]string{}}
+	defer func() {
+		if err != nil {
+			in.close()
+		}
+	}()
+	notes := &nsNotes{}
 	usedStdin := false
 	for _, name := range f.files {
+		var files []*inputFile
 		switch {
 		case name == "-":
 			if usedStdin {
 				return nil, fmt.Errorf("-f - given twice: stdin can be read only once")
 			}
 			usedStdin = true
-			file, err := manifest.ReadFile(stdin, "stdin")
+			file, err := in.spool(stdin, "stdin", 0)
 			if err != nil {
 				return nil, err
 			}
-			in.files = append(in.files, file)
+			files = append(files, file)
 		case isURL(name):
-			file, err := fetch(ctx, name)
+			file, err := in.fetch(ctx, name)
 			if err != nil {
 				return nil, err
 			}
-			in.files = append(in.files, file)
+			files = append(files, file)
 		default:
 			paths, err := expand(name, f.recursive)
 			if err != nil {
@@ -129,77 +178,274 @@ func (f *inputFlags) load(ctx context.Context, stdin io.Reader, errOut io.Writer
 			// workflows): keep going past what is not an object.
 			keepGoing := len(paths) != 1 || paths[0] != name
 			for _, p := range paths {
-				file, err := readFile(p, keepGoing)
-				if err != nil {
-					return nil, err
-				}
-				in.files = append(in.files, file)
+				files = append(files, &inputFile{source: p, keepGoing: keepGoing, open: openFile(p)})
 			}
 		}
+		for _, file := range files {
+			if err := in.scan(file, notes); err != nil {
+				return nil, err
+			}
+			in.files = append(in.files, file)
+		}
 	}
-	var docs []manifest.Document
-	for _, file := range in.files {
-		docs = append(docs, file.Documents()...)
-	}
-	if len(docs) == 0 {
+	if in.objects == 0 {
 		fmt.Fprintf(errOut, "note: no objects in %s\n", strings.Join(f.files, ", "))
 	}
-	objs := f.evaluate(docs, func(name string) (mutate.Namespace, *manifest.Document, bool) {
-		defs := manifest.NamespaceDefinitions(name, docs)
-		if len(defs) == 0 {
-			return mutate.Namespace{}, nil, false
+	notes.write(errOut, f, in.known)
+	for _, n := range in.namespaces {
+		if len(n.defs) < 2 || !differ(n.defs) {
+			continue
 		}
-		last := defs[len(defs)-1]
-		return last.Namespace, &docs[last.Index], true
-	}, errOut)
-	noteRedefined(objs, docs)
-	// Each file's objects and problems, in the order they are written.
+		for _, def := range n.defs[:len(n.defs)-1] {
+			in.redefined[def.Index] = n.sources[len(n.sources)-1]
+		}
+	}
+	return in, nil
+}
+
+// scan reads a file for load: its objects and Namespaces.
+func (in *input) scan(file *inputFile, notes *nsNotes) error {
+	rc, err := file.open()
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	s := manifest.NewStream(rc, file.source)
+	s.SkipPositions = true
+	// The whole file is split before a document that is not an object
+	// counts: a separator kubectl refuses is the error, wherever it is.
+	var bad error
+	for {
+		p, err := s.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if p.Problem != nil && !file.keepGoing {
+			if bad == nil {
+				bad = p.Problem.Err
+			}
+			continue
+		}
+		if p.HasJSON() {
+			in.values++
+		}
+		if slices.ContainsFunc(p.Chunk.Objects, isNamespace) {
+			p.Locate() // findings about a namespace are placed in it
+		}
+		for _, d := range p.Chunk.Objects {
+			notes.see(d, in.flags.namespace)
+			if ns, ok := manifest.NamespaceOf(d); ok {
+				n := in.namespaces[ns.Name]
+				if n == nil {
+					n = &nsDefinitions{}
+					in.namespaces[ns.Name] = n
+				}
+				n.defs = append(n.defs, manifest.NamespaceDefinition{Namespace: ns, Index: in.objects})
+				n.sources = append(n.sources, d.Source)
+				n.last = d.Detach()
+			}
+			in.objects++
+			file.objects++
+		}
+	}
+	return bad
+}
+
+func isNamespace(d manifest.Document) bool { return d.Kind == "Namespace" }
+
+// known finds a namespace the input defines: its last definition, the one
+// kubectl apply ends with.
+func (in *input) known(name string) (mutate.Namespace, *manifest.Document, bool) {
+	n := in.namespaces[name]
+	if n == nil {
+		return mutate.Namespace{}, nil, false
+	}
+	return n.defs[len(n.defs)-1].Namespace, &n.last, true
+}
+
+// walker is what walk calls, in the input's order: file when a file
+// starts, piece for each of its documents with the document's objects
+// evaluated (none for a document of only comments), end with the text
+// after its last document. file and end may be nil.
+type walker struct {
+	file  func(source string) error
+	piece func(p *manifest.Piece, objs []object) error
+	end   func(tail []byte) error
+}
+
+// walk reads the input again, document by document: each document is
+// read, its objects evaluated and handed to the walker, and dropped
+// before the next is read.
+func (in *input) walk(w walker) error {
+	index := 0
 	for _, file := range in.files {
-		n := len(file.Documents())
-		mine := slices.Clone(objs[:n])
-		objs = objs[n:]
-		for i := range file.Problems {
-			pr := &file.Problems[i]
-			o := object{doc: manifest.Document{Source: pr.Source, File: file.Source, Line: pr.Line}, problem: pr}
+		if err := in.walkFile(file, w, &index); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (in *input) walkFile(file *inputFile, w walker, index *int) error {
+	rc, err := file.open()
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	if w.file != nil {
+		if err := w.file(file.source); err != nil {
+			return err
+		}
+	}
+	s := manifest.NewStream(rc, file.source)
+	n := 0
+	for {
+		p, err := s.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if p.Problem != nil && !file.keepGoing {
+			return p.Problem.Err // it changed since load read it
+		}
+		objs := make([]object, 0, len(p.Chunk.Objects)+1)
+		for _, d := range p.Chunk.Objects {
+			o := in.flags.evaluateOne(d, in.known)
+			if last, ok := in.redefined[*index]; ok {
+				o.replacedBy(last)
+			}
+			objs = append(objs, o)
+			*index++
+		}
+		n += len(p.Chunk.Objects)
+		if pr := p.Problem; pr != nil {
+			o := object{doc: manifest.Document{Source: pr.Source, File: file.source, Line: pr.Line}, problem: pr}
 			why := strings.TrimPrefix(pr.Err.Error(), pr.Source+": ")
 			if pr.Syntax {
 				o.err = errors.New(why)
 			} else {
 				o.skip, o.skipWhy = skipNotObject, why
 			}
-			mine = append(mine, o)
+			objs = append(objs, o)
 		}
-		slices.SortStableFunc(mine, func(a, b object) int { return a.doc.Line - b.doc.Line })
-		in.objs = append(in.objs, mine...)
+		// Objects in the order they are written.
+		slices.SortStableFunc(objs, func(a, b object) int { return a.doc.Line - b.doc.Line })
+		if err := w.piece(p, objs); err != nil {
+			return err
+		}
 	}
-	return in, nil
+	if n != file.objects {
+		return fmt.Errorf("-f %s: changed while it was read (%s, then %d): run again", file.source, plural(file.objects, "object"), n)
+	}
+	if w.end != nil {
+		return w.end(s.Tail())
+	}
+	return nil
 }
 
-// noteRedefined warns on each Namespace document that a later one of the
-// same name replaces with other labels or annotations: kubectl apply ends
-// with the last definition, and graceguard reads that one (the last of NamespaceDefinitions),
-// so what the earlier one says applies to nothing. objs are the objects
-// of docs, in the same order.
-func noteRedefined(objs []object, docs []manifest.Document) {
-	done := map[string]bool{}
-	for _, d := range docs {
-		if d.Kind != "Namespace" || done[d.Name] {
-			continue
+// each calls fn for each object of the input, in order (see walk).
+func (in *input) each(fn func(o object) error) error {
+	return in.walk(walker{piece: func(_ *manifest.Piece, objs []object) error {
+		for _, o := range objs {
+			if err := fn(o); err != nil {
+				return err
+			}
 		}
-		done[d.Name] = true
-		defs := manifest.NamespaceDefinitions(d.Name, docs)
-		if len(defs) < 2 || !differ(defs) {
-			continue
-		}
-		last := docs[defs[len(defs)-1].Index].Source
-		for _, def := range defs[:len(defs)-1] {
-			o := &objs[def.Index]
-			o.skip, o.skipWhy = manifest.SkipNotWorkload, "not a Pod or workload; replaced by its later definition, "+last
-			o.notes = append(o.notes, o.locate(finding{Level: levelWarning, Reason: warnNamespaceRedefined, Field: "metadata",
-				Message: fmt.Sprintf("metadata: namespace %s is defined again in %s with other labels or annotations; kubectl apply ends with the last definition, so graceguard reads %s and this one, %s, applies to nothing",
-					d.Name, last, last, docs[def.Index].Source)}))
-		}
+		return nil
+	}})
+}
+
+// close removes the temporary files.
+func (in *input) close() {
+	for _, name := range in.spools {
+		os.Remove(name)
 	}
+	in.spools = nil
+}
+
+// spool copies r, which can be read only once, to a temporary file, at
+// most limit bytes when limit > 0. Where no temporary file can be made
+// (a read-only TMPDIR), it is kept in memory.
+func (in *input) spool(r io.Reader, source string, limit int64) (*inputFile, error) {
+	if limit > 0 {
+		r = io.LimitReader(r, limit+1)
+	}
+	tmp, err := os.CreateTemp("", "kubectl-graceguard-*.yaml")
+	if err != nil {
+		b, err := io.ReadAll(r)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", source, err)
+		}
+		if limit > 0 && int64(len(b)) > limit {
+			return nil, errTooLarge
+		}
+		return &inputFile{source: source, open: func() (io.ReadCloser, error) {
+			return io.NopCloser(bytes.NewReader(b)), nil
+		}}, nil
+	}
+	in.spools = append(in.spools, tmp.Name())
+	n, err := io.Copy(markWrites{tmp}, r)
+	if cerr := tmp.Close(); err == nil && cerr != nil {
+		return nil, fmt.Errorf("%s: copying it to %s: %w", source, tmp.Name(), cerr)
+	}
+	var we *writeError
+	switch {
+	case errors.As(err, &we):
+		return nil, fmt.Errorf("%s: copying it to %s: %w", source, tmp.Name(), we.err)
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w", source, err)
+	case limit > 0 && n > limit:
+		return nil, errTooLarge
+	}
+	return &inputFile{source: source, open: openFile(tmp.Name())}, nil
+}
+
+// errTooLarge: spool read more than its limit.
+var errTooLarge = errors.New("too large")
+
+// writeError marks an error of the writer in io.Copy, to tell it from
+// one of the reader.
+type writeError struct{ err error }
+
+func (e *writeError) Error() string { return e.err.Error() }
+
+// markWrites returns its writer's errors as writeErrors.
+type markWrites struct{ w io.Writer }
+
+func (m markWrites) Write(b []byte) (int, error) {
+	n, err := m.w.Write(b)
+	if err != nil {
+		err = &writeError{err}
+	}
+	return n, err
+}
+
+// openFile opens a file of the input; an error says which and what is
+// accepted.
+func openFile(name string) func() (io.ReadCloser, error) {
+	return func() (io.ReadCloser, error) {
+		fh, err := os.Open(name)
+		if err != nil {
+			return nil, inputError(name, err)
+		}
+		return fh, nil
+	}
+}
+
+// replacedBy marks a Namespace that a later definition, last, replaces
+// with other labels or annotations: kubectl apply ends with the last
+// definition, and graceguard reads that one (input.known), so what this
+// one says applies to nothing.
+func (o *object) replacedBy(last string) {
+	o.skip, o.skipWhy = manifest.SkipNotWorkload, "not a Pod or workload; replaced by its later definition, "+last
+	o.notes = append(o.notes, o.locate(finding{Level: levelWarning, Reason: warnNamespaceRedefined, Field: "metadata",
+		Message: fmt.Sprintf("metadata: namespace %s is defined again in %s with other labels or annotations; kubectl apply ends with the last definition, so graceguard reads %s and this one, %s, applies to nothing",
+			o.doc.Name, last, last, o.doc.Source)}))
 }
 
 // warnNamespaceRedefined: a Namespace a later document of the input
@@ -224,38 +470,77 @@ type namespaces func(name string) (mutate.Namespace, *manifest.Document, bool)
 // evaluate runs the decisions on each document. known returns a namespace
 // as written (in the input, or in the cluster) when there is one.
 func (f *inputFlags) evaluate(docs []manifest.Document, known namespaces, errOut io.Writer) []object {
-	simulated := f.mode != "" || len(f.annotations) > 0
-	noted := map[string]bool{}
-	nsUsed := false
+	notes := &nsNotes{}
 	objs := make([]object, 0, len(docs))
 	for _, d := range docs {
-		o := object{doc: d, ns: d.Namespace}
-		if o.ns == "" {
-			o.ns = f.namespace
-			nsUsed = nsUsed || d.Supported()
-		}
-		if !d.Supported() {
-			objs = append(objs, o)
-			continue
-		}
-		var ns mutate.Namespace
-		ns, o.nsDoc, o.nsState = f.namespaceFor(o.ns, known)
-		if simulated && o.nsState == nsAsWritten && !f.assumeOptedIn && !noted[o.ns] {
-			noted[o.ns] = true
-			fmt.Fprintf(errOut, "note: namespace %s is defined in the input and used as written: --mode and --namespace-annotations do not apply to it (--assume-opted-in applies them over its own)\n", o.ns)
-		}
-		res, err := manifest.Process(d, ns, f.opts)
-		if err != nil {
-			o.err = err
-		} else {
-			o.res = &res
-		}
-		objs = append(objs, o)
+		notes.see(d, f.namespace)
+		objs = append(objs, f.evaluateOne(d, known))
 	}
-	if f.namespaceSet && !nsUsed && len(docs) > 0 {
+	notes.write(errOut, f, known)
+	return objs
+}
+
+// evaluateOne runs the decisions on one document.
+func (f *inputFlags) evaluateOne(d manifest.Document, known namespaces) object {
+	o := object{doc: d, ns: d.Namespace}
+	if o.ns == "" {
+		o.ns = f.namespace
+	}
+	if !d.Supported() {
+		return o
+	}
+	var ns mutate.Namespace
+	ns, o.nsDoc, o.nsState = f.namespaceFor(o.ns, known)
+	res, err := manifest.Process(d, ns, f.opts)
+	if err != nil {
+		o.err = err
+	} else {
+		o.res = &res
+	}
+	return o
+}
+
+// nsNotes gathers what the notes on the namespace flags need to know
+// about the objects: the namespaces of the Pods and workloads, in the
+// order they are first seen, and whether any is in -n's.
+type nsNotes struct {
+	used    []string
+	seen    map[string]bool
+	objects bool
+	nsUsed  bool
+}
+
+func (n *nsNotes) see(d manifest.Document, fallback string) {
+	n.objects = true
+	if !d.Supported() {
+		return
+	}
+	ns := d.Namespace
+	if ns == "" {
+		ns, n.nsUsed = fallback, true
+	}
+	if n.seen == nil {
+		n.seen = map[string]bool{}
+	}
+	if !n.seen[ns] {
+		n.seen[ns] = true
+		n.used = append(n.used, ns)
+	}
+}
+
+// write notes, on errOut, the namespaces defined in the input that --mode
+// and --namespace-annotations do not apply to, and a -n that applies to
+// no object.
+func (n *nsNotes) write(errOut io.Writer, f *inputFlags, known namespaces) {
+	simulated := f.mode != "" || len(f.annotations) > 0
+	for _, ns := range n.used {
+		if _, _, state := f.namespaceFor(ns, known); simulated && state == nsAsWritten && !f.assumeOptedIn {
+			fmt.Fprintf(errOut, "note: namespace %s is defined in the input and used as written: --mode and --namespace-annotations do not apply to it (--assume-opted-in applies them over its own)\n", ns)
+		}
+	}
+	if f.namespaceSet && !n.nsUsed && n.objects {
 		fmt.Fprintf(errOut, "note: -n %s applies to no object: every Pod and workload sets metadata.namespace\n", f.namespace)
 	}
-	return objs
 }
 
 // namespaceFor builds the namespace an object is evaluated in: the one
@@ -324,18 +609,6 @@ func expand(name string, recursive bool) ([]string, error) {
 	return out, nil
 }
 
-func readFile(name string, keepGoing bool) (*manifest.File, error) {
-	fh, err := os.Open(name)
-	if err != nil {
-		return nil, inputError(name, err)
-	}
-	defer fh.Close()
-	if keepGoing {
-		return manifest.ReadFileKeepGoing(fh, name)
-	}
-	return manifest.ReadFile(fh, name)
-}
-
 // inputError says which -f argument could not be read and what is accepted,
 // without repeating the path the *PathError already carries.
 func inputError(name string, err error) error {
@@ -357,8 +630,9 @@ const (
 	maxFetchSize = 64 << 20
 )
 
-// fetch reads a manifest from an http(s) URL, as kubectl apply -f URL does.
-func fetch(ctx context.Context, name string) (*manifest.File, error) {
+// fetch reads a manifest from an http(s) URL, as kubectl apply -f URL does,
+// into a temporary file.
+func (in *input) fetch(ctx context.Context, name string) (*inputFile, error) {
 	u, err := url.Parse(name)
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("-f %s: not a valid URL: want http(s)://HOST/PATH", name)
@@ -377,12 +651,12 @@ func fetch(ctx context.Context, name string) (*manifest.File, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("-f %s: GET answered %s, want 200 OK", name, resp.Status)
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxFetchSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("-f %s: reading the answer: %v", name, err)
-	}
-	if len(body) > maxFetchSize {
+	file, err := in.spool(resp.Body, name, maxFetchSize)
+	switch {
+	case errors.Is(err, errTooLarge):
 		return nil, fmt.Errorf("-f %s: the answer is over %d MiB: download it and give the file", name, maxFetchSize>>20)
+	case err != nil:
+		return nil, fmt.Errorf("-f %s: reading the answer: %v", name, strings.TrimPrefix(err.Error(), name+": "))
 	}
-	return manifest.ReadFile(strings.NewReader(string(body)), name)
+	return file, nil
 }

@@ -120,19 +120,25 @@ func jsonObjectOf(o object) jsonObject {
 }
 
 func writeJSON(w io.Writer, objs []object, t tally, failOn string) error {
-	r := jsonReport{Objects: make([]jsonObject, 0, len(objs))}
+	r := newJSONReporter(w, failOn)
 	for _, o := range objs {
-		r.Objects = append(r.Objects, jsonObjectOf(o))
+		if err := r.object(o); err != nil {
+			return err
+		}
 	}
+	return r.finish(t)
+}
+
+func jsonSummaryOf(t tally, failOn string) jsonSummary {
 	rf := reportFlags{failOn: failOn}
-	r.Summary = jsonSummary{
+	s := jsonSummary{
 		Objects: t.objects, Denied: t.denied, Allowed: t.allowed, Skipped: t.skipped, Errors: t.errors, Warnings: t.warnings,
 		SkippedBy: t.skippedBy, FailOn: failOn, Failed: rf.outcome(t) != nil,
 	}
-	if len(r.Summary.SkippedBy) == 0 {
-		r.Summary.SkippedBy = nil
+	if len(s.SkippedBy) == 0 {
+		s.SkippedBy = nil
 	}
-	return encodeJSON(w, r)
+	return s
 }
 
 func encodeJSON(w io.Writer, v any) error {
@@ -235,43 +241,58 @@ const (
 )
 
 func writeSARIF(w io.Writer, objs []object) error {
-	run := sarifRun{
+	r := newSARIFReporter(w)
+	for _, o := range objs {
+		if err := r.object(o); err != nil {
+			return err
+		}
+	}
+	return r.finish(tally{})
+}
+
+// sarifRunOf is the run before any object: no rules, no results.
+func sarifRunOf() sarifRun {
+	return sarifRun{
 		Tool:        sarifTool{sarifDriver{Name: "graceguard", Version: version(), InformationURI: projectURI, Rules: []sarifRule{}}},
 		Invocations: []sarifInvocation{{ExecutionSuccessful: true}},
 		Results:     []sarifResult{},
 	}
-	ruleIndex := map[mutate.Reason]int{}
-	for _, o := range objs {
-		if o.err != nil {
-			run.Invocations[0].ExecutionSuccessful = false
-			run.Invocations[0].Notifications = append(run.Invocations[0].Notifications, sarifNotification{
-				Level: "error", Message: sarifText{o.ref() + ": " + o.err.Error()},
-				Locations: []sarifLocation{objectLocation(o, o.doc.File, o.doc.Line, o.doc.Column)},
-			})
-			continue
-		}
-		for _, f := range findings(o) {
-			level := "warning"
-			if f.Level == levelDenial {
-				level = "error"
-			}
-			i, ok := ruleIndex[f.Reason]
-			if !ok {
-				i = len(run.Tool.Driver.Rules)
-				ruleIndex[f.Reason] = i
-				run.Tool.Driver.Rules = append(run.Tool.Driver.Rules, sarifRule{
-					ID: string(f.Reason), ShortDescription: sarifText{reasonText(f.Reason)},
-					HelpURI: reasonsURI, DefaultConfiguration: sarifRuleDefaults{ruleLevel(f.Reason)},
-				})
-			}
-			run.Results = append(run.Results, sarifResult{
-				RuleID: string(f.Reason), RuleIndex: i, Level: level,
-				Message:   sarifText{o.ref() + ": " + f.Message},
-				Locations: []sarifLocation{objectLocation(o, f.File, f.Line, f.Column)},
-			})
-		}
+}
+
+// sarifAdd adds an object to the run: a notification when it could not be
+// evaluated, a rule for each reason not seen yet, and returns the results
+// of its findings, for the caller to write.
+func sarifAdd(run *sarifRun, ruleIndex map[mutate.Reason]int, o object) []sarifResult {
+	if o.err != nil {
+		run.Invocations[0].ExecutionSuccessful = false
+		run.Invocations[0].Notifications = append(run.Invocations[0].Notifications, sarifNotification{
+			Level: "error", Message: sarifText{o.ref() + ": " + o.err.Error()},
+			Locations: []sarifLocation{objectLocation(o, o.doc.File, o.doc.Line, o.doc.Column)},
+		})
+		return nil
 	}
-	return encodeJSON(w, sarifLog{Schema: sarifSchema, Version: "2.1.0", Runs: []sarifRun{run}})
+	var results []sarifResult
+	for _, f := range findings(o) {
+		level := "warning"
+		if f.Level == levelDenial {
+			level = "error"
+		}
+		i, ok := ruleIndex[f.Reason]
+		if !ok {
+			i = len(run.Tool.Driver.Rules)
+			ruleIndex[f.Reason] = i
+			run.Tool.Driver.Rules = append(run.Tool.Driver.Rules, sarifRule{
+				ID: string(f.Reason), ShortDescription: sarifText{reasonText(f.Reason)},
+				HelpURI: reasonsURI, DefaultConfiguration: sarifRuleDefaults{ruleLevel(f.Reason)},
+			})
+		}
+		results = append(results, sarifResult{
+			RuleID: string(f.Reason), RuleIndex: i, Level: level,
+			Message:   sarifText{o.ref() + ": " + f.Message},
+			Locations: []sarifLocation{objectLocation(o, f.File, f.Line, f.Column)},
+		})
+	}
+	return results
 }
 
 // objectLocation places a result in its file (when it comes from one) and

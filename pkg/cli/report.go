@@ -124,34 +124,42 @@ type tally struct {
 	assumed []string
 }
 
+func newTally() tally { return tally{skippedBy: map[mutate.Reason]int{}} }
+
 func count(objs []object) tally {
-	t := tally{objects: len(objs), skippedBy: map[mutate.Reason]int{}}
+	t := newTally()
 	for _, o := range objs {
-		switch verdictOf(o) {
-		case verdictDenied:
-			t.denied++
-		case verdictAllowed:
-			t.allowed++
-		case verdictError:
-			t.errors++
-		case verdictSkipped:
-			t.skipped++
-			r, _ := skipOf(o)
-			t.skippedBy[r]++
-			if r == mutate.SkipNotOptedIn && !slices.Contains(t.notOptedIn, o.ns) {
-				t.notOptedIn = append(t.notOptedIn, o.ns)
-			}
-		}
-		if o.nsState == nsAssumed && o.evaluated() && !slices.Contains(t.assumed, o.ns) {
-			t.assumed = append(t.assumed, o.ns)
-		}
-		for _, f := range findings(o) {
-			if f.Level == levelWarning {
-				t.warnings++
-			}
-		}
+		t.add(o)
 	}
 	return t
+}
+
+// add counts one object.
+func (t *tally) add(o object) {
+	t.objects++
+	switch verdictOf(o) {
+	case verdictDenied:
+		t.denied++
+	case verdictAllowed:
+		t.allowed++
+	case verdictError:
+		t.errors++
+	case verdictSkipped:
+		t.skipped++
+		r, _ := skipOf(o)
+		t.skippedBy[r]++
+		if r == mutate.SkipNotOptedIn && !slices.Contains(t.notOptedIn, o.ns) {
+			t.notOptedIn = append(t.notOptedIn, o.ns)
+		}
+	}
+	if o.nsState == nsAssumed && o.evaluated() && !slices.Contains(t.assumed, o.ns) {
+		t.assumed = append(t.assumed, o.ns)
+	}
+	for _, f := range findings(o) {
+		if f.Level == levelWarning {
+			t.warnings++
+		}
+	}
 }
 
 // skipOrder is the order skip reasons are summed up in.

@@ -2,7 +2,6 @@ package manifest
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,15 +12,14 @@ import (
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 )
 
-// File is one input as read: its exact text and its documents.
+// File is one input read whole: its exact text and its documents. The
+// plugin reads its inputs document by document instead (Stream); Read
+// and the tests read files whole.
 type File struct {
 	// Source names it as given: a path, a URL or "stdin".
 	Source string
 	Text   []byte
 	Chunks []*Chunk
-	// Problems are the documents that are not Kubernetes objects, when read
-	// with ReadFileKeepGoing.
-	Problems []Problem
 	// fallbacks counts the documents Render could not splice (tests).
 	fallbacks int
 }
@@ -36,7 +34,7 @@ type Problem struct {
 	Err    error
 }
 
-// Chunk is one document of a File: where its text is, and the objects it
+// Chunk is one document of a stream: where its text is, and the objects it
 // holds (one, or a List's items; none for a document of only comments).
 type Chunk struct {
 	// N counts the file's documents from 1, as Document.Source does.
@@ -56,84 +54,39 @@ type Chunk struct {
 }
 
 // ReadFile reads a stream of YAML documents separated by "---" lines (or
-// JSON objects) and keeps its text, so Render can write it back with only
-// graceguard's additions. Lists are read item by item. An error names the
-// source and the document number.
+// JSON objects) whole and keeps its text. Lists are read item by item. An
+// error names the source and the document number: the first document
+// that is not a Kubernetes object, once the whole stream could be split.
 func ReadFile(r io.Reader, source string) (*File, error) {
-	return readFile(r, source, false)
-}
-
-// ReadFileKeepGoing is ReadFile for files found in a directory, which may
-// hold YAML that is not Kubernetes objects: each such document is recorded
-// in File.Problems and the others are read. It fails only when the file
-// cannot be split into documents.
-func ReadFileKeepGoing(r io.Reader, source string) (*File, error) {
-	return readFile(r, source, true)
-}
-
-func readFile(r io.Reader, source string, keepGoing bool) (*File, error) {
 	text, err := io.ReadAll(r)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", source, err)
 	}
 	f := &File{Source: source, Text: text}
-	spans, err := splitDocuments(text)
-	if err != nil {
-		return nil, fmt.Errorf("%s: reading YAML: %w", source, err)
-	}
-	for i, s := range spans {
-		c := &Chunk{N: i + 1, Start: s.start, End: s.end, Line: s.line}
+	var bad error
+	s := NewStream(bytes.NewReader(text), source)
+	for {
+		p, err := s.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		c := p.Chunk
 		f.Chunks = append(f.Chunks, c)
-		src := fmt.Sprintf("%s#%d", source, c.N)
-		doc := text[s.start:s.end]
-		if len(bytes.TrimSpace(stripComments(doc))) == 0 {
-			continue
-		}
-		line := c.Line + leadingLines(doc)
-		raw, err := toJSON(doc)
-		if err != nil {
-			err = notYAML(src, doc, err)
-			if !keepGoing {
-				return nil, err
+		// One copy of the text: the documents' is the file's.
+		for j := range c.Objects {
+			if c.Objects[j].text != nil {
+				c.Objects[j].text = text[c.Start:c.End]
 			}
-			f.Problems = append(f.Problems, Problem{Source: src, Line: line, Syntax: true, Err: err})
-			continue
 		}
-		if bytes.Equal(raw, []byte("null")) {
-			continue
+		if p.Problem != nil && bad == nil {
+			bad = p.Problem.Err
 		}
-		first := bytes.TrimLeft(stripComments(doc), " \t\r\n")
-		c.JSON = len(first) > 0 && first[0] == '{'
-		// JSON as written keeps its key order through the patch.
-		var compact bytes.Buffer
-		if c.JSON && json.Compact(&compact, doc) == nil {
-			raw = compact.Bytes()
-		}
-		// Positions are a help (SARIF regions, Locate), not a need: a
-		// document kubectl reads but yaml.v3 does not still gets checked.
-		root := parseNode(doc)
-		objs, list, err := split(raw, src, "", root)
-		if err != nil {
-			if !keepGoing {
-				return nil, err
-			}
-			f.Problems = append(f.Problems, Problem{Source: src, Line: line, Err: err})
-			continue
-		}
-		c.raw = raw
-		c.List = list
-		for j := range objs {
-			objs[j].File = source
-			objs[j].lineOffset = c.Line - 1
-			if n := objs[j].node; n != nil {
-				objs[j].Line, objs[j].Column = objs[j].lineOffset+n.Line, n.Column
-				objs[j].text = doc
-			} else {
-				objs[j].Line = line
-			}
-			objs[j].node = nil
-		}
-		c.Objects = objs
+	}
+	if bad != nil {
+		return nil, bad
 	}
 	return f, nil
 }
@@ -146,72 +99,6 @@ func notYAML(src string, doc []byte, err error) error {
 		return fmt.Errorf("%s: not valid YAML or JSON: it holds template actions ({{ ... }}), as a Helm chart's templates do; render it first and pipe the result in (helm template CHART | kubectl graceguard check -f -)", src)
 	}
 	return fmt.Errorf("%s: not valid YAML or JSON: %w", src, err)
-}
-
-// span is a document's place in a file.
-type span struct{ start, end, line int }
-
-// splitDocuments finds the documents of a YAML stream the way kubectl's
-// reader (k8s.io/apimachinery/pkg/util/yaml.YAMLReader) does: a line
-// starting with "---" and followed by nothing but blanks or a comment
-// separates documents.
-func splitDocuments(text []byte) ([]span, error) {
-	var out []span
-	start, startLine, line := 0, 1, 1
-	for pos := 0; pos < len(text); line++ {
-		end := bytes.IndexByte(text[pos:], '\n')
-		next := len(text)
-		if end >= 0 {
-			next = pos + end + 1
-		}
-		l := text[pos:next]
-		if bytes.HasPrefix(l, []byte("---")) {
-			rest := bytes.TrimSpace(l[3:])
-			if len(rest) > 0 && rest[0] != '#' {
-				return nil, fmt.Errorf("line %d: invalid document separator %q: only a comment may follow ---", line, strings.TrimSpace(string(l)))
-			}
-			out = append(out, span{start, pos, startLine})
-			start, startLine = next, line+1
-		}
-		pos = next
-	}
-	out = append(out, span{start, len(text), startLine})
-	// The reader yields no empty document (two separators in a row, or
-	// one at the start or the end): keep the numbering kubectl's errors use.
-	// Comments before the first "---" are the stream's prefix in YAML, not
-	// a document (a licence header): they are not counted either. The text
-	// outside the spans is written back as it is.
-	kept := out[:0]
-	for i, s := range out {
-		if i == 0 && len(out) > 1 && len(bytes.TrimSpace(stripComments(text[s.start:s.end]))) == 0 {
-			continue
-		}
-		s.end = documentEnd(text, s)
-		if s.start < s.end {
-			kept = append(kept, s)
-		}
-	}
-	return kept, nil
-}
-
-// documentEnd is where a document's content ends: at a "..." line (YAML's
-// document end marker, followed by nothing but blanks or a comment), or at
-// its span's end. What follows the marker is kept as text between
-// documents, so the marker survives Render.
-func documentEnd(text []byte, s span) int {
-	for pos := s.start; pos < s.end; {
-		next := s.end
-		if i := bytes.IndexByte(text[pos:s.end], '\n'); i >= 0 {
-			next = pos + i + 1
-		}
-		if l := text[pos:next]; bytes.HasPrefix(l, []byte("...")) {
-			if rest := bytes.TrimSpace(l[3:]); len(rest) == 0 || rest[0] == '#' {
-				return pos
-			}
-		}
-		pos = next
-	}
-	return s.end
 }
 
 func stripComments(b []byte) []byte {
@@ -267,6 +154,9 @@ func lookup(n *kyaml.Node, key string) *kyaml.Node {
 // returns the object's own position when nothing of the path is there,
 // and zeros when positions are unknown.
 func (d Document) Locate(path string) (line, column int) {
+	if d.places != nil {
+		return d.locatePlaces(path)
+	}
 	n := objectNode(parsed(d.text), d.Pointer)
 	if n == nil {
 		return d.Line, d.Column

@@ -4,10 +4,12 @@
 //
 // Invariants: the output object is the input document with the webhook's
 // JSON patch applied, so fields this module's Go types do not know survive;
-// written back as YAML (File.Render), a file keeps every byte graceguard
+// written back as YAML (Piece.Render), a file keeps every byte graceguard
 // does not add to: comments, key order, quoting, blank lines, and Lists
 // stay Lists. A document graceguard cannot evaluate (a patch without a Pod
 // template, a kind it does not know) is reported as skipped, never fatal.
+// A stream is read one document at a time (Stream), so a reader that
+// drops each document before the next holds no more than the largest.
 package manifest
 
 import (
@@ -64,6 +66,8 @@ type Document struct {
 	text []byte
 	// lineOffset is added to node lines: the document's first line in File.
 	lineOffset int
+	// places replace text in a detached document (see Detach).
+	places map[string]place
 }
 
 type header struct {
@@ -278,27 +282,25 @@ func ApplyPatch(doc []byte, ops []mutate.Operation) ([]byte, error) {
 }
 
 // NamespaceDefinition is one Namespace document of a name, as graceguard
-// reads it.
+// reads it (NamespaceOf).
 type NamespaceDefinition struct {
 	mutate.Namespace
-	// Index is the document's index in the documents searched.
+	// Index is the document's index in the documents read.
 	Index int
 }
 
-// NamespaceDefinitions returns the Namespace documents of that name in
-// docs, in order.
-func NamespaceDefinitions(name string, docs []Document) []NamespaceDefinition {
-	var defs []NamespaceDefinition
-	for i, d := range docs {
-		if d.Kind != "Namespace" || d.APIVersion != "v1" || d.Name != name {
-			continue
-		}
-		var ns corev1.Namespace
-		if json.Unmarshal(d.Raw, &ns) == nil {
-			defs = append(defs, NamespaceDefinition{mutate.Namespace{Name: name, Labels: ns.Labels, Annotations: ns.Annotations}, i})
-		}
+// NamespaceOf reads a v1 Namespace document as graceguard reads a
+// namespace: its name, labels and annotations. ok is false for any other
+// document, and for a Namespace that does not decode.
+func NamespaceOf(d Document) (ns mutate.Namespace, ok bool) {
+	if d.Kind != "Namespace" || d.APIVersion != "v1" {
+		return mutate.Namespace{}, false
 	}
-	return defs
+	var n corev1.Namespace
+	if json.Unmarshal(d.Raw, &n) != nil {
+		return mutate.Namespace{}, false
+	}
+	return mutate.Namespace{Name: d.Name, Labels: n.Labels, Annotations: n.Annotations}, true
 }
 
 // toJSON converts one YAML or JSON document to JSON the way kubectl reads

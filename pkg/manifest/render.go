@@ -19,62 +19,6 @@ import (
 // (nil for none), with pointers relative to the object.
 type Patches func(Document) []mutate.Operation
 
-// Render writes the file back as YAML with the patches applied. Text
-// outside the changed objects is copied byte for byte, and a changed
-// object keeps its comments, key order, quoting and blank lines: the added
-// fields are written into the text at the end of the mapping that holds
-// them, in the document's own indentation. Each document's result is
-// checked against the JSON patch applied the API server's way; in the rare
-// case the text cannot take the addition as it is (a field replaced rather
-// than added, a block scalar that keeps trailing blank lines) the document
-// is re-encoded from its parsed YAML (comments and order kept, blank lines
-// lost), and failing that written from the patched JSON. Documents written
-// as JSON stay JSON, in their key order and indentation.
-func (f *File) Render(patches Patches) ([]byte, error) {
-	var out bytes.Buffer
-	prev := 0
-	for _, c := range f.Chunks {
-		ops := c.ops(patches)
-		if len(ops) == 0 && !c.JSON {
-			continue
-		}
-		out.Write(f.Text[prev:c.Start])
-		doc, spliced, err := c.render(f.Text[c.Start:c.End], ops)
-		if err != nil {
-			return nil, fmt.Errorf("%s#%d: %w", f.Source, c.N, err)
-		}
-		if !spliced && !c.JSON {
-			f.fallbacks++
-		}
-		out.Write(doc)
-		prev = c.End
-	}
-	out.Write(f.Text[prev:])
-	return out.Bytes(), nil
-}
-
-// PatchedJSON returns each non-empty document as JSON with the patches
-// applied; a List stays one List.
-func (f *File) PatchedJSON(patches Patches) ([][]byte, error) {
-	var out [][]byte
-	for _, c := range f.Chunks {
-		if c.raw == nil {
-			continue
-		}
-		ops := c.ops(patches)
-		if len(ops) == 0 {
-			out = append(out, c.raw)
-			continue
-		}
-		b, err := ApplyPatch(c.raw, ops)
-		if err != nil {
-			return nil, fmt.Errorf("%s#%d: applying graceguard's patch: %w", f.Source, c.N, err)
-		}
-		out = append(out, b)
-	}
-	return out, nil
-}
-
 // ops gathers the chunk's patches, with pointers from the document's root.
 func (c *Chunk) ops(patches Patches) []mutate.Operation {
 	var ops []mutate.Operation
@@ -87,7 +31,7 @@ func (c *Chunk) ops(patches Patches) []mutate.Operation {
 	return ops
 }
 
-// render returns the document's text with ops applied (see File.Render),
+// render returns the document's text with ops applied (see Piece.Render),
 // and whether it was spliced into the text as it was.
 func (c *Chunk) render(doc []byte, ops []mutate.Operation) ([]byte, bool, error) {
 	want, err := ApplyPatch(c.raw, ops)

@@ -198,8 +198,10 @@ func mustRead(t *testing.T, path string) []byte {
 // namespaceFor is the last Namespace of that name in docs (what kubectl
 // apply ends with), else one opted in.
 func namespaceFor(name string, docs []manifest.Document) mutate.Namespace {
-	if defs := manifest.NamespaceDefinitions(name, docs); len(defs) > 0 {
-		return defs[len(defs)-1].Namespace
+	for i := len(docs) - 1; i >= 0; i-- {
+		if ns, ok := manifest.NamespaceOf(docs[i]); ok && ns.Name == name {
+			return ns
+		}
 	}
 	return mutate.Namespace{Name: name, Labels: map[string]string{mutate.LabelInject: mutate.LabelInjectEnabled}}
 }
