@@ -31,6 +31,7 @@ type ServiceNetwork struct {
 	mu       sync.Mutex
 	routes   map[string]string // ClusterIP:port or DNS name:port -> 127.0.0.1:port
 	conns    map[string]int    // connections forwarded, per address asked for
+	open     map[net.Conn]bool // tunnels open now
 }
 
 // NewServiceNetwork listens on a unix socket for the API server (it
@@ -42,7 +43,7 @@ func NewServiceNetwork() (*ServiceNetwork, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &ServiceNetwork{dir: dir, routes: map[string]string{}, conns: map[string]int{}}
+	n := &ServiceNetwork{dir: dir, routes: map[string]string{}, conns: map[string]int{}, open: map[net.Conn]bool{}}
 	if n.uds, err = net.Listen("unix", filepath.Join(dir, "proxy.sock")); err != nil {
 		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
@@ -108,6 +109,16 @@ func (n *ServiceNetwork) Connections(addr string) int {
 	return n.conns[addr]
 }
 
+// Reset closes every tunnel open now, as a Pod restart or a network blip
+// would: the next call opens a new connection, with a new TLS handshake.
+func (n *ServiceNetwork) Reset() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for c := range n.open {
+		_ = c.Close()
+	}
+}
+
 // Close stops listening and removes the socket and the configuration.
 func (n *ServiceNetwork) Close() error {
 	var errs []error
@@ -158,6 +169,14 @@ func (n *ServiceNetwork) handle(c net.Conn) {
 		return
 	}
 	defer up.Close()
+	n.mu.Lock()
+	n.open[c] = true
+	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		delete(n.open, c)
+		n.mu.Unlock()
+	}()
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return
 	}
