@@ -20,6 +20,7 @@ import (
 
 	"github.com/graceguard/graceguard/internal/fixture"
 	"github.com/graceguard/graceguard/pkg/mutate"
+	"github.com/graceguard/graceguard/test/harness/proc"
 )
 
 // nsCreateWithout is a namespace no webhook selects, for the managedFields
@@ -82,7 +83,7 @@ func rounded(vs []float64) string {
 // through the run. It reads the API server's own counts of webhook calls,
 // matchCondition skips and latencies over the measured rounds.
 func (c *cluster) measureArms(ctx context.Context, as []arm, rounds, perRound, clients int) ([]ArmRun, map[string]admissionCount, error) {
-	procs := children("kube-apiserver", "etcd")
+	procs := proc.Children("kube-apiserver", "etcd")
 	for k, v := range map[string]int{procGraceguard: c.Webhook.PID(), procHTTP2: c.http2.PID(), procNoop: c.noop.PID(), procClient: os.Getpid()} {
 		procs[k] = v
 	}
@@ -244,7 +245,7 @@ func (c *creations) summary(a arm) ArmRun {
 func cpuTimes(pids map[string]int) map[string]time.Duration {
 	out := map[string]time.Duration{}
 	for name, pid := range pids {
-		if t, err := cpuTime(pid); err == nil {
+		if t, err := proc.CPUTime(pid); err == nil {
 			out[name] = t
 		}
 	}

@@ -6,7 +6,6 @@ package chart
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -87,6 +86,13 @@ func Render(releaseName, namespace string, values map[string]any) (string, error
 // webhook Deployment's container: the arguments, environment and
 // resources an install runs the webhook binary with.
 func WebhookContainer(releaseName, namespace string, values map[string]any) (corev1.Container, error) {
+	return Container(releaseName, namespace, values, "webhook")
+}
+
+// Container renders the chart like `helm template` and returns the
+// container called name of the Deployments it renders: "webhook", or
+// "observer" (`webhook observe`).
+func Container(releaseName, namespace string, values map[string]any, name string) (corev1.Container, error) {
 	manifest, err := Render(releaseName, namespace, values)
 	if err != nil {
 		return corev1.Container{}, err
@@ -95,7 +101,7 @@ func WebhookContainer(releaseName, namespace string, values map[string]any) (cor
 	for {
 		doc, err := rd.Read()
 		if err == io.EOF {
-			return corev1.Container{}, errors.New("the chart rendered no Deployment with a container named webhook")
+			return corev1.Container{}, fmt.Errorf("the chart rendered no Deployment with a container named %s", name)
 		}
 		if err != nil {
 			return corev1.Container{}, err
@@ -114,7 +120,7 @@ func WebhookContainer(releaseName, namespace string, values map[string]any) (cor
 			return corev1.Container{}, err
 		}
 		for _, c := range d.Spec.Template.Spec.Containers {
-			if c.Name == "webhook" {
+			if c.Name == name {
 				return c, nil
 			}
 		}

@@ -2,6 +2,7 @@ package chart
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
@@ -75,4 +76,19 @@ func installManifest() (string, error) {
 	return "# Generated from charts/graceguard with its default values by `make manifests`; do not edit.\n" +
 		"# kubectl apply -k config/  (or kubectl apply -f config/install.yaml)\n" +
 		"---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + ns + "\n" + m, nil
+}
+
+// Container finds the chart's containers by name, the observer's among
+// them, and names the one it cannot find.
+func TestContainerFindsTheChartsContainersByName(t *testing.T) {
+	c, err := Container("graceguard", "graceguard-system", nil, "observer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Args) == 0 || c.Args[0] != "observe" || c.Resources.Limits.Memory().IsZero() {
+		t.Errorf("observer container: args %v, memory limit %v; want `observe ...` and a limit", c.Args, c.Resources.Limits.Memory())
+	}
+	if _, err := Container("graceguard", "graceguard-system", nil, "sidecar"); err == nil || !strings.Contains(err.Error(), "sidecar") {
+		t.Errorf("Container(sidecar) = %v, want an error naming it", err)
+	}
 }
