@@ -92,6 +92,20 @@ func waitLedger(t *testing.T, s *server, what string, cond func(Ledger) bool) Le
 	return Ledger{}
 }
 
+// startedBy: the work of a delivery of message id has started.
+func startedBy(l Ledger, id string) bool {
+	for _, m := range l.Messages {
+		if m.ID == id {
+			for _, d := range m.Deliveries {
+				if d.Started != nil {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 func doneBy(l Ledger, id string) bool {
 	for _, m := range l.Messages {
 		if m.ID == id {
@@ -168,10 +182,13 @@ func TestAStoppedConsumerFinishesTheBatchInHandAndTakesNoOther(t *testing.T) {
 // What a SIGKILL mid-batch does, and the replacement that picks up after
 // the visibility timeout: the work done before the kill is done again.
 func TestAConsumerKilledMidBatchLeavesItsDoneWorkToBeDoneAgain(t *testing.T) {
-	s, url := liveServer(t, 400*time.Millisecond)
+	// Killed once m2's work has started: m1 is done, m2 is cut. Each
+	// message takes 200ms, so a loaded machine has that long to kill it
+	// before m2 is done too; the leases run out 1s after the batch.
+	s, url := liveServer(t, time.Second)
 	s.publish("q", 4)
-	_, _, kill, done := startConsumer(t, url, "killed", 40*time.Millisecond, io.Discard)
-	waitLedger(t, s, "m1 done", func(l Ledger) bool { return doneBy(l, "m1") })
+	_, _, kill, done := startConsumer(t, url, "killed", 200*time.Millisecond, io.Discard)
+	waitLedger(t, s, "m2 started", func(l Ledger) bool { return startedBy(l, "m2") })
 	kill()
 	<-done
 	startConsumer(t, url, "replacement", time.Millisecond, io.Discard)
