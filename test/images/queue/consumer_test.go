@@ -106,15 +106,6 @@ func startedBy(l Ledger, id string) bool {
 	return false
 }
 
-func doneBy(l Ledger, id string) bool {
-	for _, m := range l.Messages {
-		if m.ID == id {
-			return m.Done > 0
-		}
-	}
-	return false
-}
-
 func TestTheConsumerDoesEachMessageOnceAndAcknowledgesEachBatchAfterIt(t *testing.T) {
 	s, url := liveServer(t, time.Minute)
 	s.publish("q", 6)
