@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"text/template"
+
+	"github.com/graceguard/graceguard/test/harness/mdtable"
 )
 
 //go:embed scale.md.tmpl
@@ -96,42 +98,42 @@ func (r *Results) page() page {
 
 func (r *Results) machineTable() *table {
 	m := r.Machine
-	t := &table{head: []string{"", ""}}
-	t.add("CPUs (`nproc`)", fmt.Sprint(m.NProc))
-	t.add("CPU model", m.CPUModel)
-	t.add("memory", fmt.Sprintf("%.1f GiB", m.MemoryGiB))
-	t.add("kernel", m.Kernel)
-	t.add("Go", m.GoVersion)
-	t.add("kube-apiserver, kube-controller-manager, kube-scheduler", m.KubeAPIServer)
-	t.add("kwok (sigs.k8s.io/kwok)", m.Kwok)
-	t.add("load average at start (1, 5, 15 min)", fmt.Sprintf("%.2f, %.2f, %.2f", m.LoadAvgStart[0], m.LoadAvgStart[1], m.LoadAvgStart[2]))
-	t.add("load average at end", fmt.Sprintf("%.2f, %.2f, %.2f", m.LoadAvgEnd[0], m.LoadAvgEnd[1], m.LoadAvgEnd[2]))
+	t := &table{Head: []string{"", ""}}
+	t.Add("CPUs (`nproc`)", fmt.Sprint(m.NProc))
+	t.Add("CPU model", m.CPUModel)
+	t.Add("memory", fmt.Sprintf("%.1f GiB", m.MemoryGiB))
+	t.Add("kernel", m.Kernel)
+	t.Add("Go", m.GoVersion)
+	t.Add("kube-apiserver, kube-controller-manager, kube-scheduler", m.KubeAPIServer)
+	t.Add("kwok (sigs.k8s.io/kwok)", m.Kwok)
+	t.Add("load average at start (1, 5, 15 min)", fmt.Sprintf("%.2f, %.2f, %.2f", m.LoadAvgStart[0], m.LoadAvgStart[1], m.LoadAvgStart[2]))
+	t.Add("load average at end", fmt.Sprintf("%.2f, %.2f, %.2f", m.LoadAvgEnd[0], m.LoadAvgEnd[1], m.LoadAvgEnd[2]))
 	return t
 }
 
 func (r *Results) loadTable() *table {
 	o := r.Options
-	t := &table{head: []string{"", ""}}
-	t.add("simulated nodes (kwok)", fmt.Sprintf("%s, room for %d Pods each", count(float64(o.Nodes)), o.PodsPerNode))
-	t.add("opted-in namespaces with workloads", fmt.Sprintf("%s, %d Deployments of %d typical Pods each: %s Pods",
+	t := &table{Head: []string{"", ""}}
+	t.Add("simulated nodes (kwok)", fmt.Sprintf("%s, room for %d Pods each", count(float64(o.Nodes)), o.PodsPerNode))
+	t.Add("opted-in namespaces with workloads", fmt.Sprintf("%s, %d Deployments of %d typical Pods each: %s Pods",
 		count(float64(o.Namespaces)), o.DeploymentsPerNamespace, o.Replicas, count(float64(o.DeploymentPods()))))
-	t.add("of them draining past the grace (killed)", fmt.Sprintf("%d per namespace (%d s drain), the others %d s", o.SlowDeployments, o.SlowDrainSeconds, o.DrainSeconds))
-	t.add("empty opted-in namespaces", count(float64(o.EmptyNamespaces)))
-	t.add("Job fan-out, per arm", fmt.Sprintf("%s Pods at once (parallelism = completions), each running %d s", count(float64(o.JobParallelism)), o.JobRunSeconds))
-	t.add("bare Pods, per arm", fmt.Sprintf("%s by %d concurrent clients", count(float64(o.ClientPods)), o.Clients))
-	t.add("churn", fmt.Sprintf("%d of %d Deployments restarted (%.0f%%), %d Pods of the others deleted", o.Restarted(), o.Deployments(), 100*o.RestartFraction, o.Deletions))
-	t.add("`graceguard.io/max-work` of the workloads", o.MaxWork)
+	t.Add("of them draining past the grace (killed)", fmt.Sprintf("%d per namespace (%d s drain), the others %d s", o.SlowDeployments, o.SlowDrainSeconds, o.DrainSeconds))
+	t.Add("empty opted-in namespaces", count(float64(o.EmptyNamespaces)))
+	t.Add("Job fan-out, per arm", fmt.Sprintf("%s Pods at once (parallelism = completions), each running %d s", count(float64(o.JobParallelism)), o.JobRunSeconds))
+	t.Add("bare Pods, per arm", fmt.Sprintf("%s by %d concurrent clients", count(float64(o.ClientPods)), o.Clients))
+	t.Add("churn", fmt.Sprintf("%d of %d Deployments restarted (%.0f%%), %d Pods of the others deleted", o.Restarted(), o.Deployments(), 100*o.RestartFraction, o.Deletions))
+	t.Add("`graceguard.io/max-work` of the workloads", o.MaxWork)
 	return t
 }
 
 func (r *Results) phaseTable() *table {
-	t := &table{head: []string{"Phase", "Wall time (s)", "Pods", "Pods/s"}, right: []int{1, 2, 3}}
+	t := &table{Head: []string{"Phase", "Wall time (s)", "Pods", "Pods/s"}, Right: []int{1, 2, 3}}
 	for _, p := range r.Phases {
 		pods, rate := "", ""
 		if p.Pods > 0 {
 			pods, rate = count(float64(p.Pods)), num(p.Rate())
 		}
-		t.add(p.Name, num(p.Seconds), pods, rate)
+		t.Add(p.Name, num(p.Seconds), pods, rate)
 	}
 	return t
 }
@@ -140,13 +142,13 @@ func (r *Results) cpuTable() *table {
 	if len(r.CPU) == 0 {
 		return nil
 	}
-	t := &table{head: []string{"Process", "CPU time (s)", "Average cores", "Peak RSS (MiB)"}, right: []int{1, 2, 3}}
+	t := &table{Head: []string{"Process", "CPU time (s)", "Average cores", "Peak RSS (MiB)"}, Right: []int{1, 2, 3}}
 	for _, c := range r.CPU {
 		cores := ""
 		if r.ClusterSeconds > 0 {
 			cores = num(c.CPUSeconds / r.ClusterSeconds)
 		}
-		t.add(c.Name, num(c.CPUSeconds), cores, num(c.PeakRSSMiB))
+		t.Add(c.Name, num(c.CPUSeconds), cores, num(c.PeakRSSMiB))
 	}
 	return t
 }
@@ -156,9 +158,9 @@ func latencyTable(ls []WebhookLatency) *table {
 	if len(ls) == 0 {
 		return nil
 	}
-	t := &table{head: []string{"Webhook", "Type", "Calls", "p50 (ms)", "p99 (ms)", "Mean (ms)"}, right: []int{2, 3, 4, 5}}
+	t := &table{Head: []string{"Webhook", "Type", "Calls", "p50 (ms)", "p99 (ms)", "Mean (ms)"}, Right: []int{2, 3, 4, 5}}
 	for _, l := range ls {
-		t.add("`"+l.Name+"`", l.Type, count(l.Histogram.Count), quantileMs(l.Histogram, 0.5), quantileMs(l.Histogram, 0.99), num(1000*l.Histogram.Mean()))
+		t.Add("`"+l.Name+"`", l.Type, count(l.Histogram.Count), quantileMs(l.Histogram, 0.5), quantileMs(l.Histogram, 0.99), num(1000*l.Histogram.Mean()))
 	}
 	return t
 }
@@ -189,40 +191,40 @@ func (r *Results) admissionPage() *admissionPage {
 		}
 	}
 	if len(a.Jobs) > 0 {
-		ap.Jobs = &table{head: []string{"Arm", "Pods", "All created (s)", "Created/s", "All running (s)"}, right: []int{1, 2, 3, 4}}
+		ap.Jobs = &table{Head: []string{"Arm", "Pods", "All created (s)", "Created/s", "All running (s)"}, Right: []int{1, 2, 3, 4}}
 		for _, j := range a.Jobs {
 			rate := ""
 			if j.CreatedSeconds > 0 {
 				rate = num(float64(j.Pods) / j.CreatedSeconds)
 			}
-			ap.Jobs.add(j.Arm, count(float64(j.Pods)), num(j.CreatedSeconds), rate, num(j.RunningSeconds))
+			ap.Jobs.Add(j.Arm, count(float64(j.Pods)), num(j.CreatedSeconds), rate, num(j.RunningSeconds))
 		}
 	}
 	if len(a.Client) > 0 {
-		ap.Client = &table{head: []string{"Arm", "Pods", "Errors", "p50 (ms)", "p90 (ms)", "p99 (ms)", "max (ms)", "mean (ms)"}, right: []int{1, 2, 3, 4, 5, 6, 7}}
+		ap.Client = &table{Head: []string{"Arm", "Pods", "Errors", "p50 (ms)", "p90 (ms)", "p99 (ms)", "max (ms)", "mean (ms)"}, Right: []int{1, 2, 3, 4, 5, 6, 7}}
 		for _, c := range a.Client {
 			l := c.LatencyMs
-			ap.Client.add(c.Arm, count(float64(c.Pods)), count(float64(c.Errors)), num(l.P50), num(l.P90), num(l.P99), num(l.Max), num(l.Mean))
+			ap.Client.Add(c.Arm, count(float64(c.Pods)), count(float64(c.Errors)), num(l.P50), num(l.P90), num(l.P99), num(l.Max), num(l.Mean))
 		}
 	}
 	if len(a.Decisions) > 0 {
-		ap.Decisions = &table{head: []string{"graceguard webhook", "Decision", "Reason", "Reviews"}, right: []int{3}}
+		ap.Decisions = &table{Head: []string{"graceguard webhook", "Decision", "Reason", "Reviews"}, Right: []int{3}}
 		for _, k := range sortedKeys(a.Decisions) {
 			f := strings.SplitN(k, "/", 3)
 			for len(f) < 3 {
 				f = append(f, "")
 			}
-			ap.Decisions.add(f[0], f[1], f[2], count(a.Decisions[k]))
+			ap.Decisions.Add(f[0], f[1], f[2], count(a.Decisions[k]))
 		}
 	}
 	if len(a.FailOpen)+len(a.Rejected) > 0 {
-		ap.Failures = &table{head: []string{"Webhook (API server's name)", "What the API server did", "Calls"}, right: []int{2}}
+		ap.Failures = &table{Head: []string{"Webhook (API server's name)", "What the API server did", "Calls"}, Right: []int{2}}
 		for _, k := range sortedKeys(a.FailOpen) {
-			ap.Failures.add("`"+k+"`", "failed, let through (failurePolicy Ignore)", count(a.FailOpen[k]))
+			ap.Failures.Add("`"+k+"`", "failed, let through (failurePolicy Ignore)", count(a.FailOpen[k]))
 		}
 		for _, k := range sortedKeys(a.Rejected) {
 			name, kind, _ := strings.Cut(k, "/")
-			ap.Failures.add("`"+name+"`", "rejected: "+kind, count(a.Rejected[k]))
+			ap.Failures.Add("`"+name+"`", "rejected: "+kind, count(a.Rejected[k]))
 		}
 	}
 	if len(a.Connections) > 0 {
@@ -239,24 +241,24 @@ func (r *Results) memoryPage() *memoryPage {
 	if len(r.Memory) == 0 {
 		return nil
 	}
-	mp := &memoryPage{Steps: &table{head: []string{"Step", "Opted-in namespaces", "Treated Pods", "Webhook RSS (MiB)", "Webhook live heap (MiB)",
-		"Observer RSS (MiB)", "Observer live heap (MiB)"}, right: []int{1, 2, 3, 4, 5, 6}}}
+	mp := &memoryPage{Steps: &table{Head: []string{"Step", "Opted-in namespaces", "Treated Pods", "Webhook RSS (MiB)", "Webhook live heap (MiB)",
+		"Observer RSS (MiB)", "Observer live heap (MiB)"}, Right: []int{1, 2, 3, 4, 5, 6}}}
 	for _, s := range r.Memory {
-		mp.Steps.add(s.Name, count(float64(s.Namespaces)), count(float64(s.TreatedPods)), num(s.Webhook.RSSMiB), num(s.Webhook.HeapLiveMiB),
+		mp.Steps.Add(s.Name, count(float64(s.Namespaces)), count(float64(s.TreatedPods)), num(s.Webhook.RSSMiB), num(s.Webhook.HeapLiveMiB),
 			num(s.Observer.RSSMiB), num(s.Observer.HeapLiveMiB))
 	}
 	x := r.Extrapolate(Kubernetes)
-	st := &table{head: []string{"Cost", "Between", "Units", "Live heap per unit", "RSS per unit"}, right: []int{2, 3, 4}}
+	st := &table{Head: []string{"Cost", "Between", "Units", "Live heap per unit", "RSS per unit"}, Right: []int{2, 3, 4}}
 	for _, s := range []struct {
 		what string
 		sl   *Slope
 	}{{"webhook, per namespace", x.WebhookPerNamespace}, {"observer, per namespace", x.ObserverPerNamespace},
 		{"webhook, per treated Pod", x.WebhookPerPod}, {"observer, per treated Pod", x.ObserverPerPod}} {
 		if s.sl != nil {
-			st.add(s.what, "“"+s.sl.From+"” → “"+s.sl.To+"”", count(s.sl.Units), kib(s.sl.HeapKiB), kib(s.sl.RSSKiB))
+			st.Add(s.what, "“"+s.sl.From+"” → “"+s.sl.To+"”", count(s.sl.Units), kib(s.sl.HeapKiB), kib(s.sl.RSSKiB))
 		}
 	}
-	if len(st.rows) > 0 {
+	if len(st.Rows) > 0 {
 		mp.Slopes = st
 	}
 	return mp
@@ -279,18 +281,18 @@ func (r *Results) shutdownPage() *shutdownPage {
 		sp.WritesPerShutdown = num(s.ReportWrites / float64(s.Shutdowns))
 		sp.CPUPerShut = num(1000 * s.ObserverCPUSeconds / float64(s.Shutdowns))
 	}
-	t := &table{head: []string{"", "Shut down (seen by the harness)", "Recorded in the reports"}, right: []int{1, 2}}
-	t.add("shutdowns", count(float64(s.Shutdowns)), count(float64(s.Recorded)))
-	t.add("of them SIGKILLed at the grace (exit 137)", count(float64(s.Kills)), count(float64(s.RecordedKills)))
+	t := &table{Head: []string{"", "Shut down (seen by the harness)", "Recorded in the reports"}, Right: []int{1, 2}}
+	t.Add("shutdowns", count(float64(s.Shutdowns)), count(float64(s.Recorded)))
+	t.Add("of them SIGKILLed at the grace (exit 137)", count(float64(s.Kills)), count(float64(s.RecordedKills)))
 	sp.Table = t
-	o := &table{head: []string{"Observer metric", "Value", "Count"}, right: []int{2}}
+	o := &table{Head: []string{"Observer metric", "Value", "Count"}, Right: []int{2}}
 	for _, k := range sortedKeys(s.Samples) {
-		o.add("`graceguard_observed_drain_seconds` outcome", k, count(s.Samples[k]))
+		o.Add("`graceguard_observed_drain_seconds` outcome", k, count(s.Samples[k]))
 	}
 	for _, k := range sortedKeys(s.Skipped) {
-		o.add("`graceguard_observer_skipped_total` reason", k, count(s.Skipped[k]))
+		o.Add("`graceguard_observer_skipped_total` reason", k, count(s.Skipped[k]))
 	}
-	if len(o.rows) > 0 {
+	if len(o.Rows) > 0 {
 		sp.Outcomes = o
 	}
 	return sp
@@ -298,7 +300,7 @@ func (r *Results) shutdownPage() *shutdownPage {
 
 func (r *Results) extrapolationPage(e Envelope) *extrapolationPage {
 	x := r.Extrapolate(e)
-	t := &table{head: []string{"Figure", "At the envelope", "How"}, right: []int{1}}
+	t := &table{Head: []string{"Figure", "At the envelope", "How"}, Right: []int{1}}
 	mem := func(what string, base ProcMem, p *ProcMem, how string, limit float64) {
 		if p == nil {
 			return
@@ -314,7 +316,7 @@ func (r *Results) extrapolationPage(e Envelope) *extrapolationPage {
 			}
 			fits = fmt.Sprintf(": %s the chart's limit of %s MiB (%.0f%%)", verdict, num(limit), 100*need/limit)
 		}
-		t.add(what, fmt.Sprintf("live heap %s MiB, needs about %s MiB%s; RSS grown linearly %s MiB", num(p.HeapLiveMiB), num(need), fits, num(p.RSSMiB)),
+		t.Add(what, fmt.Sprintf("live heap %s MiB, needs about %s MiB%s; RSS grown linearly %s MiB", num(p.HeapLiveMiB), num(need), fits, num(p.RSSMiB)),
 			fmt.Sprintf("at the start (live heap %s MiB, RSS %s MiB) %s; needs: the live heap + the %s MiB the process held beyond it at the start",
 				num(base.HeapLiveMiB), num(base.RSSMiB), how, num(base.RSSMiB-base.HeapLiveMiB)))
 	}
@@ -330,15 +332,15 @@ func (r *Results) extrapolationPage(e Envelope) *extrapolationPage {
 			num(x.ObserverPerPod.HeapKiB), num(x.ObserverPerPod.RSSKiB), count(float64(e.Pods))), r.Chart.ObserverMemoryLimitMiB)
 	}
 	if x.AdmitCPUSeconds > 0 {
-		t.add(fmt.Sprintf("webhook CPU to admit %s Pods once", count(float64(e.Pods))), fmt.Sprintf("%s CPU-seconds", num(x.AdmitCPUSeconds)),
+		t.Add(fmt.Sprintf("webhook CPU to admit %s Pods once", count(float64(e.Pods))), fmt.Sprintf("%s CPU-seconds", num(x.AdmitCPUSeconds)),
 			fmt.Sprintf("%s reviews per Pod × %s ms of webhook CPU per review, both measured over the run", num(x.ReviewsPerPod), num(r.Admission.CPUMsPerReview())))
 	}
 	if x.RestartObserverCPUSeconds > 0 || x.RestartReportWrites > 0 {
-		t.add(fmt.Sprintf("a rolling restart of %.0f%%: %s shutdowns", 100*e.RestartFraction, count(float64(x.RestartShutdowns))),
+		t.Add(fmt.Sprintf("a rolling restart of %.0f%%: %s shutdowns", 100*e.RestartFraction, count(float64(x.RestartShutdowns))),
 			fmt.Sprintf("observer %s CPU-seconds; at most %s report writes", num(x.RestartObserverCPUSeconds), count(math.Round(x.RestartReportWrites))),
 			"the churn's observer CPU and report writes per shutdown × the shutdowns; writes are per workload and flush interval, so the ratio per shutdown is an upper bound")
 	}
-	if len(t.rows) == 0 {
+	if len(t.Rows) == 0 {
 		return nil
 	}
 	return &extrapolationPage{E: e, Table: t}
@@ -416,29 +418,5 @@ func count(v float64) string {
 	return b.String()
 }
 
-// table writes a Markdown table.
-type table struct {
-	head []string
-	rows [][]string
-	// right aligns these columns (numbers).
-	right []int
-}
-
-func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
-
-func (t *table) String() string {
-	var b strings.Builder
-	b.WriteString("| " + strings.Join(t.head, " | ") + " |\n|")
-	for i := range t.head {
-		if slices.Contains(t.right, i) {
-			b.WriteString("---:|")
-		} else {
-			b.WriteString("---|")
-		}
-	}
-	b.WriteString("\n")
-	for _, r := range t.rows {
-		b.WriteString("| " + strings.Join(r, " | ") + " |\n")
-	}
-	return b.String()
-}
+// table is the lab pages' Markdown table.
+type table = mdtable.Table
