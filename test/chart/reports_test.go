@@ -93,7 +93,12 @@ func TestPolicyReportsAreTheObserversWhenEnabled(t *testing.T) {
 	mustContain(t, "the error", renderErr(t, "reports: {enabled: true}\nobserver: {enabled: false}"),
 		"reports.enabled: the observer writes the policy reports, and observer.enabled is false; set observer.enabled=true or reports.enabled=false")
 	mustContain(t, "the error", renderErr(t, "reports: {enabled: true, interval: 25h}"), "reports.interval: 25h is out of range; want 1s to 24h (--reports-interval)")
-	mustContain(t, "the error", renderErr(t, "reports: {interval: 300}"), "/reports/interval", "want string")
+	// Whole seconds, as every duration value takes them; the flag reads
+	// Go durations only.
+	secs := render(t, "reports: {enabled: true, interval: 300}")
+	if args := secs.observer(t).Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--reports-interval=300s") {
+		t.Errorf("reports.interval=300: observer args %q, want --reports-interval=300s", args)
+	}
 	mustContain(t, "the error", renderErr(t, "reports: {kind: kyverno}"), "/reports/kind", "auto", "openreports", "policyreport")
 	mustContain(t, "the error", renderErr(t, "reports: {maxResults: 201}"), "maxResults")
 }

@@ -164,6 +164,16 @@ one table of inputs (TestChartReadsDurationsAsTheWebhookDoes).
 {{- end -}}
 {{- end -}}
 
+{{/*
+graceguard.goDuration: a duration value as a flag that reads Go durations
+only takes it (--flush-interval, --reports-interval): whole seconds get
+their unit. Usage: include "graceguard.goDuration" .Values.observer.flushInterval
+*/}}
+{{- define "graceguard.goDuration" -}}
+{{- $text := toString . | trim -}}
+{{- if regexMatch `^[0-9]+$` $text -}}{{ $text }}s{{- else -}}{{ $text }}{{- end -}}
+{{- end -}}
+
 {{/* graceguard.ceilSeconds: graceguard.seconds rounded up to whole seconds, as text. */}}
 {{- define "graceguard.ceilSeconds" -}}
 {{- include "graceguard.seconds" . | float64 | ceil | int -}}
