@@ -23,8 +23,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/graceguard/graceguard/test/e2e/evidence"
+	"github.com/graceguard/graceguard/test/harness/apiserver"
 )
 
 const (
@@ -96,7 +98,14 @@ var _ = Describe("graceguard on a real node", Ordered, ContinueOnFailure, func()
 		repo, tag, _ := strings.Cut(webhookImage.Name, ":")
 		values := map[string]any{
 			"image": map[string]any{"repository": repo, "tag": tag, "pullPolicy": "Never"},
+			// The observer writes OpenReports (scenario 9 reads one).
+			"reports": map[string]any{"enabled": true},
 		}
+		By("installing the OpenReports CRD (Kyverno's, pinned), for the observer's policy reports")
+		crds, err := apiserver.FindReportCRDs(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		_, err = envtest.InstallCRDs(cl.RESTConfig, envtest.CRDInstallOptions{Paths: []string{crds.OpenReports}})
+		Expect(err).NotTo(HaveOccurred(), "installing the OpenReports CRD")
 		start := time.Now()
 		_, err = inst.RunWithContext(ctx, ch, values)
 		Expect(err).NotTo(HaveOccurred(), "helm install")
