@@ -577,7 +577,13 @@ func (rn *runner) admission(ctx context.Context, api0, gg0 exposition) error {
 	for key, family := range map[string]string{"refused": server.ConnectionsRefusedName, "TLS handshakes aborted": server.HandshakesAbortedName} {
 		a.Connections[key] = gg1.sum(family, nil) - gg0.sum(family, nil)
 	}
-	for state, v := range deltaMap(gg1.by(server.ConnectionsEvictedName, nil, "state"), gg0.by(server.ConnectionsEvictedName, nil, "state")) {
+	// Every state a connection can be evicted in, zeros too: a burst that
+	// evicts none says so.
+	evicted := deltaMap(gg1.by(server.ConnectionsEvictedName, nil, "state"), gg0.by(server.ConnectionsEvictedName, nil, "state"))
+	for _, state := range []string{"pending", "idle", "queued"} {
+		a.Connections["evicted while "+state] = evicted[state]
+	}
+	for state, v := range evicted {
 		a.Connections["evicted while "+state] = v
 	}
 	a.Connections["peak open"] = gg1.sum(server.ConnectionsPeakName, nil)
