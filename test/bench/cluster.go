@@ -74,7 +74,9 @@ func startCluster(ctx context.Context, assets, dir, webhookBin, noopBin string) 
 	c := &cluster{}
 	c.APIServer, err = apiserver.StartAPIServer(ctx, apiserver.APIServerOptions{
 		AssetsDir: assets, ReleaseNamespace: releaseNamespace, Dir: dir, WebhookBinary: webhookBin,
-		EditWebhooks: func(w *chart.Webhooks) { excludeArms(*w, ArmNoopChart, ArmNoopPatch, ArmTwoCalls, ArmHTTP2) },
+		EditWebhooks: func(w *chart.Webhooks) {
+			excludeArms(*w, ArmNoopChart, ArmNoopPatch, ArmTwoCalls, ArmHTTP2, ArmGraceguardNoProbe)
+		},
 	})
 	if err != nil {
 		return nil, err
