@@ -123,7 +123,7 @@ func arms() []arm {
 		{name: ArmGraceguard, desc: "graceguard as its chart registers it", optedIn: true, mutates: true, webhook: procGraceguard,
 			hooks: chartHooks("")},
 		{name: ArmGraceguardNoProbe, desc: "graceguard as its chart registers it (a copy of its registrations, limited to this arm) on the typical Pod without " +
-			"`graceguard.io/readiness-path`: it adds no probe, so its injection is the one-mutation policy's",
+			"`graceguard.io/readiness-path`: it adds no probe, so its injection is the one-mutation policy's (and it answers each Pod with a warning that its serving container has no readiness probe, which the policy cannot)",
 			optedIn: true, mutates: true, webhook: procGraceguard, hooks: chartHooks("no-probe-"), noProbePath: true},
 		{name: ArmTwoCalls, desc: "graceguard with `webhooks.validatePods.skipProven=false`: validate-pods called for every Pod, as before",
 			optedIn: true, mutates: true, webhook: procGraceguard, hooks: chartHooks("two-calls-")},

@@ -222,9 +222,13 @@ func TestPolicyRatiosNameThePolicyAndThePods(t *testing.T) {
 			arm(ArmGraceguard, 547, 100, 540, 554), arm(ArmGraceguardNoProbe, 550, 98, 540, 560),
 		}}
 	c.Arms[0].Mutated, c.Arms[1].Mutated = 0, 0
-	md := (&Results{Machine: Machine{NProc: 2}, Creation: c}).Markdown()
+	r := &Results{Machine: Machine{NProc: 2}, Creation: c}
+	md := r.Markdown()
+	if s := r.Summary(); !strings.Contains(s, "2.43× the two-mutation policy's rate") || !strings.Contains(s, "1.10× the one-mutation policy's rate") {
+		t.Errorf("the terminal summary lacks the ratios to the native policies:\n%s", s)
+	}
 	for _, want := range []string{
-		"As its chart installs it, graceguard creates Pods at 2.43× the two-mutation policy's rate on Pods with a readiness annotation " +
+		"**graceguard beside the native policies**, each ratio with the policy and the Pods it was measured on: as its chart installs it, graceguard creates Pods at 2.43× the two-mutation policy's rate on Pods with a readiness annotation " +
 			"(graceguard 547 vs native-policy 225 Pods/s, p99 100 vs 300 ms; rounds 2.22×–2.70×); " +
 			"and 1.10× the one-mutation policy's rate on Pods without one (graceguard-no-probe-pods 550 vs native-one-mutation 500 Pods/s, p99 98.0 vs 155 ms; rounds 1.08×–1.12×).",
 		"The one-mutation policy's Pods and graceguard's, compared on a dry run of the typical Pod without `graceguard.io/readiness-path`: the same (",

@@ -307,7 +307,7 @@ func vsPolicies(c *Creation) string {
 	if len(clauses) == 0 {
 		return ""
 	}
-	return "As its chart installs it, graceguard creates Pods at " + strings.Join(clauses, "; and ") + "."
+	return "as its chart installs it, graceguard creates Pods at " + strings.Join(clauses, "; and ") + "."
 }
 
 func creationTable(c *Creation) *table {
