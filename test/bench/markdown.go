@@ -67,6 +67,11 @@ type creationPage struct {
 	Spread                        *creationSpread
 	NativePolicy, SVG             string
 	SerialPods                    int
+	// OneMutationPolicy compares the one-mutation policy's Pods with
+	// graceguard's; VsPolicies states graceguard's ratio to each native
+	// policy with the Pods it was measured on. Both are "" in a run
+	// without the one-mutation pair.
+	OneMutationPolicy, VsPolicies string
 }
 
 // creationSpread is how far the rounds stray: the worst arm's spread and
@@ -238,6 +243,7 @@ func (r *Results) creationPage() *creationPage {
 		Typical: r.podDesc("typical"), KubeAPIServer: r.Machine.KubeAPIServer, Clients: c.Clients, Rounds: c.Rounds, PodsPerRound: c.PodsPerRound,
 		Arms: c.Arms, Table: creationTable(c), CPU: creationCPUTable(c), NativePolicy: c.NativePolicy, SVG: docArmsSVG,
 		Webhooks: webhookTable(c), Serial: serialTable(c), SerialPods: c.SerialPods,
+		OneMutationPolicy: c.OneMutationPolicy, VsPolicies: vsPolicies(c),
 	}
 	none, okNone := c.arm(ArmNone)
 	noop, okNoop := c.arm(ArmNoopOneCall)
@@ -259,6 +265,49 @@ func (r *Results) creationPage() *creationPage {
 		cp.Spread = &creationSpread{Worst: fmt.Sprintf("%.0f", 100*worstRel), WorstArm: worst.Arm, Graceguard: fmt.Sprintf("%.0f", 100*gr), Range: roundsRange(g, noop)}
 	}
 	return cp
+}
+
+// vsPolicies is graceguard's creation rate over each native policy's, each
+// stated with the policy and the Pods both arms of the pair created: the
+// two-mutation policy beside graceguard on the typical Pod (which carries
+// graceguard.io/readiness-path), the one-mutation policy beside graceguard
+// on the typical Pod without it. A pair whose arms did not admit every Pod
+// as they should, or made different Pods of it, says so. "" when the
+// one-mutation pair was not run (a run before it, or -arms leaving it out).
+func vsPolicies(c *Creation) string {
+	if _, ok := c.arm(ArmNativeOneMutation); !ok {
+		return ""
+	}
+	var clauses []string
+	for _, pr := range []struct{ g, p, policy, pods, compared string }{
+		{ArmGraceguard, ArmNativePolicy, "the two-mutation policy's", "with a readiness annotation", c.NativePolicy},
+		{ArmGraceguardNoProbe, ArmNativeOneMutation, "the one-mutation policy's", "without one", c.OneMutationPolicy},
+	} {
+		g, okG := c.arm(pr.g)
+		p, okP := c.arm(pr.p)
+		if !okG || !okP {
+			continue
+		}
+		s := fmt.Sprintf("%s %s rate on Pods %s (%s %s vs %s %s Pods/s, p99 %s vs %s ms; rounds %s)", ratio(g.PodsPerSec, p.PodsPerSec), pr.policy, pr.pods,
+			g.Arm, num(g.PodsPerSec), p.Arm, num(p.PodsPerSec), num(g.Latency.P99), num(p.Latency.P99), roundsRange(g, p))
+		var flaws []string
+		for _, a := range []ArmRun{g, p} {
+			if a.Errors > 0 || a.Mutated != a.Pods {
+				flaws = append(flaws, fmt.Sprintf("%s had %d errors and %d of %d Pods with the record", a.Arm, a.Errors, a.Mutated, a.Pods))
+			}
+		}
+		if !strings.HasPrefix(pr.compared, samePodsPrefix) {
+			flaws = append(flaws, "the two arms did not make the same Pod of it (below), so the ratio does not compare the same work")
+		}
+		if len(flaws) > 0 {
+			s += ", but " + strings.Join(flaws, "; ")
+		}
+		clauses = append(clauses, s)
+	}
+	if len(clauses) == 0 {
+		return ""
+	}
+	return "as its chart installs it, graceguard creates Pods at " + strings.Join(clauses, "; and ") + "."
 }
 
 func creationTable(c *Creation) *table {

@@ -180,7 +180,8 @@ func (r *Results) Summary() string {
 		if strings.HasPrefix(line, "## ") {
 			on = strings.HasPrefix(line, "## Targets") || strings.HasPrefix(line, "## 1.") || strings.HasPrefix(line, "## 3.") || strings.HasPrefix(line, "## 4.") || strings.HasPrefix(line, "## 5.")
 		}
-		if on && (line == "" || strings.HasPrefix(line, "|") || strings.HasPrefix(line, "#") || strings.HasPrefix(line, "**Spread.**")) {
+		if on && (line == "" || strings.HasPrefix(line, "|") || strings.HasPrefix(line, "#") || strings.HasPrefix(line, "**Spread.**") ||
+			strings.HasPrefix(line, "**graceguard beside the native policies**")) {
 			keep = append(keep, line)
 		}
 	}
