@@ -101,7 +101,7 @@ var _ = Describe("graceguard on a real node", Ordered, ContinueOnFailure, func()
 			// The observer writes OpenReports (scenario 9 reads one).
 			"reports": map[string]any{"enabled": true},
 		}
-		By("installing the OpenReports CRD (Kyverno's, pinned), for the observer's policy reports")
+		By("installing the OpenReports CRD (the pinned openreports.io module's), for the observer's policy reports")
 		crds, err := apiserver.FindReportCRDs(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		_, err = envtest.InstallCRDs(cl.RESTConfig, envtest.CRDInstallOptions{Paths: []string{crds.OpenReports}})
