@@ -101,6 +101,11 @@ generate-standins: ## Regenerate internal/meshtest/testdata (what the real Istio
 bench: ## Benchmark engine and handlers, the webhook under TLS load next to a no-op baseline, Pod creation through a real kube-apiserver, and the shutdown observer at 10,000 Pods; writes docs/benchmarks.{md,json,-latency.svg}.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) -C test run ./bench/cmd/bench $(BENCH_ARGS)
 
+SCALE ?= smoke
+.PHONY: scale
+scale: ## Scale harness (test/scale): kube-apiserver, controllers and scheduler with graceguard as the chart installs it, kwok (built once into bin/) simulating nodes and kubelets that shut Pods down, and the observer; SCALE=smoke (CI, minutes) or full (issue 23's size, hours); writes docs/scale.{md,json} (SCALE_ARGS=-out DIR elsewhere).
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh kube-controller-manager kube-scheduler)" $(GO) -C test run ./scale/cmd/scale -scale=$(SCALE) $(SCALE_ARGS)
+
 .PHONY: fuzz
 fuzz: ## Fuzz the parsers, the mutation invariants (and their independence of the mesh injector's order), the webhook's review decode and its bounded reader, the handlers' answer bounds, the proof that skips the Pod validating call and the plugin's text-preserving output (FUZZTIME each, default 30s).
 	$(GO) test ./pkg/budget -run '^$$' -fuzz FuzzParseDuration -fuzztime $(FUZZTIME)

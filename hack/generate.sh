@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # generate.sh — regenerate what is derived from Go: the API's deep-copy
 # functions (pkg/api/v1alpha1/zz_generated.deepcopy.go) and its
-# CustomResourceDefinition (charts/graceguard/crds/) from the Go types, with
+# CustomResourceDefinition (charts/graceguard/files/crds/, which the chart's
+# templates/crds.yaml installs and upgrades) from the Go types, with
 # controller-gen (pinned, from the Go module proxy); and, with hack/generate,
 # the chart's logic that restates the webhook's tables
 # (charts/graceguard/templates/_generated.tpl) and the generated tables of
@@ -22,7 +23,7 @@ generate() { # $1: output root (a copy of the repo's generated paths)
   "$GO" run "sigs.k8s.io/controller-tools/cmd/controller-gen@${CONTROLLER_TOOLS_VERSION}" \
     object paths=./pkg/api/... output:object:dir="$out/pkg/api/v1alpha1"
   "$GO" run "sigs.k8s.io/controller-tools/cmd/controller-gen@${CONTROLLER_TOOLS_VERSION}" \
-    crd paths=./pkg/api/... output:crd:dir="$out/charts/graceguard/crds"
+    crd paths=./pkg/api/... output:crd:dir="$out/charts/graceguard/files/crds"
 }
 
 if [[ "${1:-}" == "--check" ]]; then
@@ -31,7 +32,7 @@ if [[ "${1:-}" == "--check" ]]; then
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
   generate "$tmp"
-  for f in pkg/api/v1alpha1/zz_generated.deepcopy.go charts/graceguard/crds/graceguard.io_shutdownreports.yaml; do
+  for f in pkg/api/v1alpha1/zz_generated.deepcopy.go charts/graceguard/files/crds/graceguard.io_shutdownreports.yaml; do
     if ! diff -u "$f" "$tmp/$f"; then
       echo "$f is stale: run make generate" >&2
       stale=1

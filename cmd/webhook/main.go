@@ -1,7 +1,10 @@
 // Command webhook is graceguard's admission webhook server. It only wires:
 // flags (pkg/config) into a validated server.Config, logging, a signal context, the API
 // server connection and metrics registry, and server.Run. `webhook observe`
-// runs the shutdown observer instead (pkg/observer), from the same image.
+// runs the shutdown observer instead (pkg/observer), from the same image;
+// `webhook selftest` and `webhook unregister` are what the chart's Helm
+// hooks run (pkg/helmhook): the `helm test` checks and the pre-delete
+// removal of the webhook configurations.
 package main
 
 import (
@@ -15,6 +18,7 @@ import (
 	"strconv"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -24,6 +28,7 @@ import (
 	"github.com/graceguard/graceguard/internal/version"
 	"github.com/graceguard/graceguard/pkg/config"
 	"github.com/graceguard/graceguard/pkg/flags"
+	"github.com/graceguard/graceguard/pkg/helmhook"
 	"github.com/graceguard/graceguard/pkg/observer"
 	"github.com/graceguard/graceguard/pkg/server"
 )
@@ -41,25 +46,58 @@ const (
 	exitUsage = 2
 )
 
-// command is one of the binary's two: its flags and what it serves.
+// command is one of the binary's: its flags and what it serves.
 type command struct {
 	name  string // for --help and errors: "graceguard-webhook observe"
 	what  string // for logs: "webhook", "observer"
 	flags flags.Flags
 	// version adds --version.
 	version bool
+	// oneShot commands (the Helm hooks') print their failure as a
+	// sentence, for `helm test --logs` and Helm's hook logs, not as a
+	// log record.
+	oneShot bool
 	serve   func(ctx context.Context, rest *rest.Config) error
 }
 
 // run parses args, validates them and serves until ctx ends.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "observe" {
+	sub := ""
+	if len(args) > 0 {
+		sub = args[0]
+	}
+	switch sub {
+	case "observe":
 		// `webhook observe [flags]`: graceguard's shutdown observer, run
 		// from the same image as a Deployment of its own.
 		cfg := observer.Default()
 		return command{name: "graceguard-webhook observe", what: "observer", flags: config.ObserverFlags(&cfg),
 			serve: func(ctx context.Context, rest *rest.Config) error {
 				return observer.Run(ctx, cfg, rest, metrics.Registry)
+			}}.run(ctx, args[1:], stdout, stderr)
+	case "selftest":
+		// `webhook selftest --check=service|mutation [flags]`: the chart's
+		// `helm test` Pods.
+		cfg := helmhook.DefaultSelftest()
+		return command{name: "graceguard-webhook selftest", what: "selftest", flags: config.SelftestFlags(&cfg), oneShot: true,
+			serve: func(ctx context.Context, rest *rest.Config) error {
+				kube, err := kubernetes.NewForConfig(rest)
+				if err != nil {
+					return err
+				}
+				return helmhook.Selftest(ctx, cfg, kube, stdout)
+			}}.run(ctx, args[1:], stdout, stderr)
+	case "unregister":
+		// `webhook unregister --release=NAME [flags]`: the chart's
+		// pre-delete hook.
+		cfg := helmhook.DefaultUnregister()
+		return command{name: "graceguard-webhook unregister", what: "unregister", flags: config.UnregisterFlags(&cfg), oneShot: true,
+			serve: func(ctx context.Context, rest *rest.Config) error {
+				kube, err := kubernetes.NewForConfig(rest)
+				if err != nil {
+					return err
+				}
+				return helmhook.Unregister(ctx, cfg, kube, stdout)
 			}}.run(ctx, args[1:], stdout, stderr)
 	}
 	cfg := config.Default()
@@ -118,7 +156,11 @@ func (c command) run(ctx context.Context, args []string, stdout, stderr io.Write
 		log.Info("Go heap kept under 90% of the container's memory limit", "bytes", limit)
 	}
 	if err := c.connect(ctx); err != nil {
-		log.Error(err, c.what+" stopped")
+		if c.oneShot {
+			fmt.Fprintf(stderr, "%s failed: %v\n", c.name, err)
+		} else {
+			log.Error(err, c.what+" stopped")
+		}
 		return exitError
 	}
 	return exitOK

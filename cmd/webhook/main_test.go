@@ -112,6 +112,36 @@ func TestRun(t *testing.T) {
 			wantOut:  []string{`"starting graceguard observer"`, "observer stopped", "connecting to the API server"},
 		},
 		{
+			name:     "selftest: an unknown check exits 2 naming the checks",
+			args:     []string{"selftest", "--check=dns"},
+			wantCode: exitUsage,
+			wantOut:  []string{`invalid argument "dns" for "--check" flag: "dns" is not one of service, mutation`},
+		},
+		{
+			name:     "selftest: the mutation check without its namespace or image exits 2 naming both",
+			args:     []string{"selftest", "--check=mutation"},
+			wantCode: exitUsage,
+			wantOut:  []string{"invalid flags:", "--test-namespace: required", "--image: required"},
+		},
+		{
+			name:     "selftest: valid flags without a reachable API server exit 1 with the reason as a sentence",
+			args:     []string{"selftest", "--check=mutation", "--test-namespace=gg-test", "--image=registry.local/graceguard:v1", "--kubeconfig=" + missing},
+			wantCode: exitError,
+			wantOut:  []string{"graceguard-webhook selftest failed: connecting to the API server"},
+		},
+		{
+			name:     "unregister: without the release exits 2",
+			args:     []string{"unregister", "--namespace=gg", "--mutating-webhook-configuration=gg", "--validating-webhook-configuration=gg"},
+			wantCode: exitUsage,
+			wantOut:  []string{"invalid flags:", "--release: required: the Helm release that owns the webhook configurations"},
+		},
+		{
+			name:     "unregister: --help lists its flags and exits 0",
+			args:     []string{"unregister", "--help"},
+			wantCode: exitOK,
+			wantOut:  []string{"--release", "--mutating-webhook-configuration", "--validating-webhook-configuration", "--timeout", "--kubeconfig"},
+		},
+		{
 			name:     "an unknown flag exits 2",
 			args:     []string{"--no-such-flag"},
 			wantCode: exitUsage,

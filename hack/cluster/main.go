@@ -27,9 +27,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/graceguard/graceguard/hack/internal/repo"
 	"github.com/graceguard/graceguard/test/harness/cluster"
 	"github.com/graceguard/graceguard/test/harness/ocipack"
+	"github.com/graceguard/graceguard/test/harness/repo"
 )
 
 const usage = `usage: go -C hack run ./cluster COMMAND [flags]

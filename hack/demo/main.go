@@ -35,11 +35,11 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
-	"github.com/graceguard/graceguard/hack/internal/repo"
 	"github.com/graceguard/graceguard/pkg/cli"
 	"github.com/graceguard/graceguard/pkg/manifest"
 	"github.com/graceguard/graceguard/pkg/mutate"
 	"github.com/graceguard/graceguard/test/harness/apiserver"
+	"github.com/graceguard/graceguard/test/harness/repo"
 )
 
 func main() {

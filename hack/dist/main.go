@@ -23,9 +23,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/graceguard/graceguard/hack/internal/repo"
 	"github.com/graceguard/graceguard/internal/version"
 	"github.com/graceguard/graceguard/test/harness/release"
+	"github.com/graceguard/graceguard/test/harness/repo"
 )
 
 func main() {

@@ -18,10 +18,10 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/graceguard/graceguard/hack/internal/repo"
 	"github.com/graceguard/graceguard/pkg/budget"
 	"github.com/graceguard/graceguard/pkg/flags"
 	"github.com/graceguard/graceguard/pkg/mutate"
+	"github.com/graceguard/graceguard/test/harness/repo"
 )
 
 // ChartFile is the chart template make generate owns.
@@ -144,6 +144,10 @@ A graceguard annotation not listed leaves its Pod to the validating webhook.
 	b.WriteString(strings.Join(terms, " ||\n"))
 	b.WriteString("\n{{- end -}}\n\n")
 	b.WriteString(rangesTemplate())
+	b.WriteString("\n")
+	b.WriteString(profileRangesTemplate())
+	b.WriteString("\n")
+	b.WriteString(relationsTemplate())
 	return b.String()
 }
 

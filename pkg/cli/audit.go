@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -25,7 +26,23 @@ import (
 // Deployment's ReplicaSet, a CronJob's Job); its owner is audited.
 const skipOwned mutate.Reason = "owned-by-workload"
 
-func newAuditCmd() *cobra.Command {
+// connector makes the client audit reads the cluster through.
+type connector func(*genericclioptions.ConfigFlags) (dynamic.Interface, error)
+
+// kubeconfig connects through the kubeconfig and kubectl's flags.
+func kubeconfig(kube *genericclioptions.ConfigFlags) (dynamic.Interface, error) {
+	cfg, err := kube.ToRESTConfig()
+	if err != nil {
+		return nil, fmt.Errorf("reading the kubeconfig: %w", err)
+	}
+	return dynamic.NewForConfig(cfg)
+}
+
+func newAuditCmd() *cobra.Command { return auditCommand(kubeconfig, time.Now) }
+
+// auditCommand is audit reading the cluster through connect, its reports
+// stamped with now.
+func auditCommand(connect connector, now func() time.Time) *cobra.Command {
 	kube := genericclioptions.NewConfigFlags(true)
 	in := &inputFlags{annotations: map[string]string{}, opts: mutate.DefaultOptions(), assumeOptedIn: true}
 	var all bool
@@ -47,22 +64,47 @@ by --excluded-namespaces (kube-system) are skipped, as the webhook skips
 them. A ReplicaSet or Job whose controller is a Deployment or CronJob is
 skipped: its owner is audited.
 
-audit needs get on the namespaces and list on those kinds. It changes nothing.
+With -o openreports or -o policyreport it prints, as YAML to kubectl apply,
+one openreports.io/v1alpha1 Report or wgpolicyk8s.io/v1alpha2 PolicyReport
+per workload and bare Pod (owned by it, so deleted with it), as graceguard's
+observer writes them where it runs with reports enabled: a result per
+finding (fail for a denial, warn for a warning), a pass per rule that found
+nothing, and what the observer saw of its shutdowns when its ShutdownReports
+are there (docs/reports.md).
+
+audit needs get on the namespaces and list on those kinds (and, for the
+reports, on shutdownreports.graceguard.io if installed). It changes nothing.
 
 ` + exitCodesHelp + ` A cluster that cannot be read exits 2.`,
 		Example: `  kubectl graceguard audit -A
   kubectl graceguard audit -n shop --mode warn -o json
-  kubectl graceguard audit -A --fail-on warning -o sarif > graceguard-audit.sarif`,
+  kubectl graceguard audit -A --fail-on warning -o sarif > graceguard-audit.sarif
+  kubectl graceguard audit -A -o openreports | kubectl apply -f -`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := in.opts.Validate(); err != nil {
 				return err
 			}
-			objs, err := audit(cmd, kube, in, all)
+			dyn, err := connect(kube)
 			if err != nil {
 				return err
 			}
-			return rf.write(cmd.OutOrStdout(), objs, "")
+			objs, ns, err := audit(cmd, dyn, kube, in, all)
+			if err != nil {
+				return err
+			}
+			kind, ok := reportKind(rf.output)
+			if !ok {
+				return rf.write(cmd.OutOrStdout(), objs, "")
+			}
+			seen, err := readShutdowns(cmd.Context(), dyn, ns, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			if err := writeReports(cmd.OutOrStdout(), cmd.ErrOrStderr(), kind, objs, seen, now()); err != nil {
+				return err
+			}
+			return rf.outcome(count(objs))
 		},
 	}
 	fs := cmd.Flags()
@@ -73,29 +115,25 @@ audit needs get on the namespaces and list on those kinds. It changes nothing.
 		"evaluate as if every namespace carried these graceguard defaults, over its own (repeatable), e.g. "+mutate.AnnotationMaxWork+"=1m")
 	optionflags.Bind(fs, &in.opts)
 	rf = bindReportFlags(cmd)
+	// audit writes policy reports too: check's formats and theirs.
+	out := fs.Lookup("output")
+	out.Value, out.Usage = flags.ChoiceValue(&rf.output, auditFormats...), auditOutputUsage
 	return cmd
 }
 
-// audit lists the namespaces and objects and evaluates them.
-func audit(cmd *cobra.Command, kube *genericclioptions.ConfigFlags, in *inputFlags, all bool) ([]object, error) {
+// audit lists the namespaces and objects and evaluates them; ns is the
+// namespace audited ("" for all).
+func audit(cmd *cobra.Command, dyn dynamic.Interface, kube *genericclioptions.ConfigFlags, in *inputFlags, all bool) (objs []object, ns string, err error) {
 	ctx := cmd.Context()
-	cfg, err := kube.ToRESTConfig()
-	if err != nil {
-		return nil, fmt.Errorf("reading the kubeconfig: %w", err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	ns := metav1.NamespaceAll
+	ns = metav1.NamespaceAll
 	if !all {
 		if ns, _, err = kube.ToRawKubeConfigLoader().Namespace(); err != nil {
-			return nil, fmt.Errorf("reading the kubeconfig's namespace: %w", err)
+			return nil, "", fmt.Errorf("reading the kubeconfig's namespace: %w", err)
 		}
 	}
 	namespaces, err := readNamespaces(ctx, dyn, ns)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 
 	var docs []manifest.Document
@@ -116,15 +154,15 @@ func audit(cmd *cobra.Command, kube *genericclioptions.ConfigFlags, in *inputFla
 			continue // a kind this cluster does not serve
 		}
 		if err != nil {
-			return nil, runtimeError{fmt.Errorf("listing %s: %w", resourceName(gvr, ns), err)}
+			return nil, "", runtimeError{fmt.Errorf("listing %s: %w", resourceName(gvr, ns), err)}
 		}
 		for i := range list.Items {
 			item := &list.Items[i]
-			d, err := liveDocument(item)
+			d, err := manifest.Live(item)
 			if err != nil {
-				return nil, err
+				return nil, "", err
 			}
-			if owner := workloadOwner(item); owner != "" && gvr.Resource != "pods" {
+			if owner := manifest.ControllingWorkload(item.GetOwnerReferences()); owner != "" && gvr.Resource != "pods" {
 				owned = append(owned, object{doc: d, ns: d.Namespace, skip: skipOwned,
 					skipWhy: fmt.Sprintf("its Pod template is its controller's, %s, audited there [%s]", owner, skipOwned)})
 				continue
@@ -133,7 +171,7 @@ func audit(cmd *cobra.Command, kube *genericclioptions.ConfigFlags, in *inputFla
 		}
 	}
 
-	objs := in.evaluate(docs, func(name string) (mutate.Namespace, *manifest.Document, bool) {
+	objs = in.evaluate(docs, func(name string) (mutate.Namespace, *manifest.Document, bool) {
 		n, ok := namespaces[name]
 		return n, nil, ok
 	}, cmd.ErrOrStderr())
@@ -153,7 +191,7 @@ func audit(cmd *cobra.Command, kube *genericclioptions.ConfigFlags, in *inputFla
 		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "note: no workloads or running Pods in %s\n", where)
 	}
-	return objs, nil
+	return objs, ns, nil
 }
 
 // readNamespaces reads one namespace, or all, as graceguard sees them.
@@ -178,33 +216,6 @@ func readNamespaces(ctx context.Context, dyn dynamic.Interface, ns string) (map[
 		out[n.GetName()] = mutate.Namespace{Name: n.GetName(), Labels: n.GetLabels(), Annotations: n.GetAnnotations()}
 	}
 	return out, nil
-}
-
-// liveDocument makes a listed object a document, as if read from a file.
-func liveDocument(u *unstructured.Unstructured) (manifest.Document, error) {
-	u.SetManagedFields(nil)
-	raw, err := u.MarshalJSON()
-	if err != nil {
-		return manifest.Document{}, err
-	}
-	return manifest.Document{
-		Source: "cluster", Raw: raw, APIVersion: u.GetAPIVersion(), Kind: u.GetKind(),
-		Namespace: u.GetNamespace(), Name: u.GetName(),
-	}, nil
-}
-
-// workloadOwner names the workload controlling an object ("Deployment
-// web"), or "".
-func workloadOwner(u *unstructured.Unstructured) string {
-	for _, ref := range u.GetOwnerReferences() {
-		if ref.Controller == nil || !*ref.Controller {
-			continue
-		}
-		if _, _, ok := mutate.LookupWorkloadVersion(ref.APIVersion, ref.Kind); ok {
-			return ref.Kind + " " + ref.Name
-		}
-	}
-	return ""
 }
 
 func resourceName(gvr schema.GroupVersionResource, ns string) string {

@@ -77,26 +77,18 @@ const skipNotObject mutate.Reason = "not-a-kubernetes-object"
 // findings lists an evaluated object's denials and warnings in full: the
 // validating webhook's violations when it denies, and the warnings of both
 // webhooks as the API server would show them (in warn mode they include
-// what enforce mode would change or deny).
+// what enforce mode would change or deny): mutate.Findings, which the
+// policy reports of audit -o openreports and the observer record too.
 func findings(o object) []finding {
 	out := slices.Clone(o.notes)
 	if !o.evaluated() || o.res.Validation.Skip != "" {
 		return out
 	}
-	v := o.res.Validation
-	if v.Err() != nil {
-		for _, f := range v.Violations {
-			out = append(out, o.locate(finding{Level: levelDenial, Reason: f.Reason, Field: f.Err.Field, Message: f.Err.Error()}))
-		}
+	denials, warnings := mutate.Findings(o.res.Mutation, o.res.Validation)
+	for _, f := range denials {
+		out = append(out, o.locate(finding{Level: levelDenial, Reason: f.Reason, Field: f.Err.Field, Message: f.Err.Error()}))
 	}
-	seen := map[string]bool{}
-	for _, n := range append(o.res.Mutation.Notices(), v.Notices()...) {
-		// For templates the validating webhook repeats the mutating
-		// one's advice.
-		if seen[n.Text] {
-			continue
-		}
-		seen[n.Text] = true
+	for _, n := range warnings {
 		out = append(out, o.locate(finding{Level: levelWarning, Reason: n.Reason, Field: n.Field, Message: n.Text}))
 	}
 	return out

@@ -1,8 +1,10 @@
 // Package config binds the webhook binary's flags: the server's
-// (server.Config, with the cluster defaults of pkg/optionflags) and those
-// of `webhook observe` (observer.Config). It holds no rule: what a value
-// must be is its owner's Validate (server.Config, mutate.Options,
-// webhook.Limits, observer.Config), and the flags' names and ranges are
+// (server.Config, with the cluster defaults of pkg/optionflags), those of
+// `webhook observe` (observer.Config) and those of the Helm hooks' `webhook
+// selftest` and `webhook unregister` (pkg/helmhook). It holds no rule: what
+// a value must be is its owner's Validate (server.Config, mutate.Options,
+// webhook.Limits, observer.Config, the helmhook configs), and the flags'
+// names and ranges are
 // pkg/flags'. It is a package rather than part of cmd/webhook so that the
 // chart's tests can parse the arguments the chart renders with the
 // binary's own flags.
@@ -14,6 +16,7 @@ package config
 
 import (
 	"github.com/graceguard/graceguard/pkg/flags"
+	"github.com/graceguard/graceguard/pkg/helmhook"
 	"github.com/graceguard/graceguard/pkg/observer"
 	"github.com/graceguard/graceguard/pkg/optionflags"
 	"github.com/graceguard/graceguard/pkg/server"
@@ -70,7 +73,11 @@ func Flags(c *server.Config) flags.Flags {
 // ObserverFlags are the flags of `webhook observe`, bound to c; their
 // Validate is c's.
 func ObserverFlags(c *observer.Config) flags.Flags {
-	return flags.Flags{List: []flags.Flag{
+	r := &c.Reports
+	// The cluster defaults, as the webhook takes them: the reports
+	// evaluate Pod templates with them (--excluded-namespaces is also
+	// where the observer never looks).
+	return flags.Flags{List: append(optionflags.List(&c.Options), []flags.Flag{
 		flags.MetricsAddressFlag(&c.MetricsBindAddress),
 		flags.HealthAddressFlag(&c.HealthProbeBindAddress),
 		{Name: flags.LeaderElect, Value: flags.Bool(&c.LeaderElection), NoOptDefVal: "true",
@@ -79,10 +86,57 @@ func ObserverFlags(c *observer.Config) flags.Flags {
 			Usage: "graceguard's own namespace, for the leader election Lease; its Pods are never observed (default $POD_NAMESPACE)"},
 		{Name: flags.FlushInterval.Name, Value: flags.FlushInterval.Value(&c.FlushInterval),
 			Usage: "gather a workload's samples this long before writing its ShutdownReport (one write per workload and interval)"},
-		{Name: flags.ExcludedNamespaces, Value: flags.List(&c.ExcludedNamespaces),
-			Usage: "namespaces whose Pods are never observed, whatever their labels: the webhook's --excluded-namespaces"},
 		flags.MinSamplesFlag(&c.MinSamples),
 		{Name: flags.MetricsNamespaceLabel, Value: flags.Bool(&c.NamespaceLabel), NoOptDefVal: "true",
 			Usage: "label the observed-shutdown metrics with the namespace (one series per namespace with treated Pods)"},
+		{Name: flags.Reports, Value: flags.ChoiceValue(&r.Kind, observer.ReportKinds...),
+			Usage: "write a policy report per workload of the treated namespaces: off, auto (openreports.io/v1alpha1 Report if served, else wgpolicyk8s.io/v1alpha2 PolicyReport, else none), openreports or policyreport"},
+		{Name: flags.ReportsInterval.Name, Value: flags.ReportsInterval.Value(&r.Interval),
+			Usage: "evaluate every workload again this often, and ask the API server which report kinds it serves"},
+		{Name: flags.ReportsWritesPerSecond.Name, Value: flags.Int(&r.WritesPerSecond),
+			Usage: "policy report writes and deletes a second, at most"},
+		{Name: flags.ReportsMaxResults.Name, Value: flags.Int(&r.Bounds.MaxResults),
+			Usage: "results a report lists, at most (fails first); the summary counts the rest"},
+		{Name: flags.ReportsMaxMessageLength.Name, Value: flags.Int(&r.Bounds.MaxMessageLength),
+			Usage: "bytes of a result's message, at most; a longer one is cut with a marker that says its length"},
+	}...), Check: func() error { return c.Validate() }}
+}
+
+// SelftestFlags are the flags of `webhook selftest` (the chart's `helm
+// test` Pods), bound to c; their Validate is c's.
+func SelftestFlags(c *helmhook.SelftestConfig) flags.Flags {
+	return flags.Flags{List: []flags.Flag{
+		{Name: flags.Check, Value: flags.ChoiceValue(&c.Check, helmhook.Checks...),
+			Usage: "service: call every webhook of the release's configurations as the API server does (the Service's DNS name, their caBundle); " +
+				"mutation: create a server-side dry-run Pod in --test-namespace and want it back with graceguard's budget, grace and preStop hook"},
+		{Name: flags.Namespace, Value: flags.String(&c.Namespace),
+			Usage: "service: the release namespace, whose objects the reviews are of (graceguard never treats them) (default $POD_NAMESPACE)"},
+		{Name: flags.MutatingWebhookConfiguration, Value: flags.String(&c.MutatingWebhookConfiguration),
+			Usage: "service: the release's MutatingWebhookConfiguration"},
+		{Name: flags.ValidatingWebhookConfiguration, Value: flags.String(&c.ValidatingWebhookConfiguration),
+			Usage: "service: the release's ValidatingWebhookConfiguration"},
+		{Name: flags.TestNamespace, Value: flags.String(&c.TestNamespace),
+			Usage: "mutation: a namespace labelled graceguard.io/inject=enabled (enforce mode) to create the dry-run Pod in"},
+		{Name: flags.Image, Value: flags.String(&c.Image),
+			Usage: "mutation: the dry-run Pod's image (never pulled)"},
+		{Name: flags.HookTimeout.Name, Value: flags.HookTimeout.Value(&c.Timeout),
+			Usage: "retry this long, then fail with the last reason"},
+	}, Check: func() error { return c.Validate() }}
+}
+
+// UnregisterFlags are the flags of `webhook unregister` (the chart's
+// pre-delete hook), bound to c; their Validate is c's.
+func UnregisterFlags(c *helmhook.UnregisterConfig) flags.Flags {
+	return flags.Flags{List: []flags.Flag{
+		{Name: flags.Release, Value: flags.String(&c.Release),
+			Usage: "the Helm release whose webhook configurations to delete: only those its meta.helm.sh/release-name and -namespace annotations name it"},
+		{Name: flags.Namespace, Value: flags.String(&c.Namespace),
+			Usage: "the release's namespace (default $POD_NAMESPACE)"},
+		{Name: flags.MutatingWebhookConfiguration, Value: flags.String(&c.MutatingWebhookConfiguration),
+			Usage: "the MutatingWebhookConfiguration to delete"},
+		{Name: flags.ValidatingWebhookConfiguration, Value: flags.String(&c.ValidatingWebhookConfiguration),
+			Usage: "the ValidatingWebhookConfiguration to delete"},
+		{Name: flags.HookTimeout.Name, Value: flags.HookTimeout.Value(&c.Timeout),
+			Usage: "give up on the API server after this long"},
 	}, Check: func() error { return c.Validate() }}
 }

@@ -107,6 +107,33 @@ const (
 
 var FlushInterval = DurationRange{Name: "flush-interval", Min: 10 * time.Millisecond, Max: 10 * time.Minute, GoSyntax: true}
 
+// The observer's policy reports, validated by observer.Config; the
+// bounds of a report (pkg/policyreport.Bounds): one of ReportsMaxResults
+// results of ReportsMaxMessageLength bytes each stays far under the API
+// server's 1.5 MiB (TestTheLargestReportIsBounded).
+const Reports = "reports"
+
+var (
+	ReportsInterval         = DurationRange{Name: "reports-interval", Min: time.Second, Max: 24 * time.Hour, GoSyntax: true}
+	ReportsWritesPerSecond  = IntRange{Name: "reports-writes-per-second", Min: 1, Max: 100}
+	ReportsMaxResults       = IntRange{Name: "reports-max-results", Min: 1, Max: 200}
+	ReportsMaxMessageLength = IntRange{Name: "reports-max-message-length", Min: 64, Max: 2048}
+)
+
+// The Helm hooks' (`webhook selftest`, `webhook unregister`), validated by
+// helmhook.SelftestConfig and helmhook.UnregisterConfig.
+const (
+	Check         = "check"
+	Release       = "release"
+	TestNamespace = "test-namespace"
+	Image         = "image"
+)
+
+// HookTimeout bounds how long a Helm hook's command keeps trying: long
+// enough for a fresh install's replicas to get their certificates, short
+// enough to fail, saying why, before Helm's own --timeout (5m by default).
+var HookTimeout = DurationRange{Name: "timeout", Min: time.Second, Max: 5 * time.Minute, GoSyntax: true}
+
 // Shared by the webhook and the observer (the addresses), and the
 // observer and the plugin's recommend (min-samples).
 var (
@@ -226,3 +253,27 @@ func (e *Error) Unwrap() error { return e.Err }
 func Invalid(flag, value string, err error) error {
 	return &Error{Flag: flag, Value: value, Err: err}
 }
+
+// Below is a rule between two flags: Lesser's value must be below
+// Greater's. The Validate that owns both settings checks it, and make
+// generate writes the chart's render-time check from it, so the rule and
+// its reason are written once.
+type Below struct {
+	Lesser, Greater string
+	// Optional: a Greater of 0 switches the rule off (0 disables that
+	// setting).
+	Optional bool
+	// Why follows the rule in both errors: ", so that ..." or ": ...".
+	Why string
+}
+
+// The rules between flags.
+var (
+	PendingBelowConnections = Below{Lesser: MaxPendingConnections.Name, Greater: MaxConnections.Name,
+		Why: ", so that kept-alive connections always have room"}
+	CriticalBelowShutdown = Below{Lesser: NodeShutdownGracePeriodCriticalPods, Greater: NodeShutdownGracePeriod, Optional: true,
+		Why: ": regular Pods get the difference"}
+)
+
+// Relations lists the rules between flags, for make generate.
+var Relations = []Below{PendingBelowConnections, CriticalBelowShutdown}

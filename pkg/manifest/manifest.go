@@ -48,6 +48,8 @@ type Document struct {
 	Kind       string
 	Namespace  string
 	Name       string
+	// UID is the object's, for an object read from a cluster (Live).
+	UID string
 	// File is the input it was read from (a path, a URL or "stdin"); Line
 	// and Column locate the object's first field in it (0 when unknown).
 	File         string

@@ -355,6 +355,31 @@ func (r *Report) Notices() []Notice {
 	return out
 }
 
+// Findings is everything the two webhooks' reports on one object say
+// against it, in full, as `kubectl graceguard check` lists it and the
+// policy reports record it: the violations that deny it (enforce mode),
+// then every notice of both (in warn mode they include what enforce mode
+// would change or deny), each once: for templates the validating webhook
+// repeats the mutating one's advice. Either report may be nil.
+func Findings(mutation, validation *Report) (denials []Finding, warnings []Notice) {
+	if validation != nil && validation.Err() != nil {
+		denials = validation.Violations
+	}
+	seen := map[string]bool{}
+	for _, r := range []*Report{mutation, validation} {
+		if r == nil {
+			continue
+		}
+		for _, n := range r.Notices() {
+			if !seen[n.Text] {
+				seen[n.Text] = true
+				warnings = append(warnings, n)
+			}
+		}
+	}
+	return denials, warnings
+}
+
 // AdmissionWarnings is what the API server shows the client: advice, plus,
 // in warn mode, what enforce mode would have changed or denied.
 //

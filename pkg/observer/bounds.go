@@ -8,5 +8,5 @@ const maxReportBytes = 32 << 10
 
 // maxWorstNote bounds the notes of the observer's events, every value at
 // its bound: 930 bytes measured (TestEventNotes, failed and hung hooks
-// mixed), so maxNote never cuts.
+// mixed), so shutdownreport.MaxNoteLength never cuts.
 const maxWorstNote = 960

@@ -177,7 +177,7 @@ func TestEventNotes(t *testing.T) {
 			mixed[i].PreStopSeconds = mixed[i].GraceSeconds
 		}
 	}
-	for what, note := range map[string]string{"killed": killedNote(ns, rec, worst), "failed": failedNote(ns, worst), "failed or hung": failedNote(ns, mixed)} {
+	for what, note := range map[string]string{"killed": shutdownreport.KilledNote(ns, rec, worst), "failed": shutdownreport.FailedNote(ns, worst), "failed or hung": shutdownreport.FailedNote(ns, mixed)} {
 		t.Logf("the longest %s note: %d bytes", what, len(note))
 		if len(note) > maxWorstNote {
 			t.Errorf("the longest %s note has %d bytes, more than %d: %s", what, len(note), maxWorstNote, note)
@@ -185,18 +185,18 @@ func TestEventNotes(t *testing.T) {
 	}
 	one := worst[:1]
 	one[0].Pod, one[0].Container, one[0].GraceSeconds, one[0].DrainSeconds, one[0].Budget = "web-1", "app", 15, 10, budget15
-	if got, want := killedNote("shop", "21s", one), "1 Pod SIGKILLed at the end of 15s grace after draining 10s (web-1 container app); budget "+budget15+"; recommended max-work 21s: kubectl graceguard recommend -n shop"; got != want {
+	if got, want := shutdownreport.KilledNote("shop", "21s", one), "1 Pod SIGKILLed at the end of 15s grace after draining 10s (web-1 container app); budget "+budget15+"; recommended max-work 21s: kubectl graceguard recommend -n shop"; got != want {
 		t.Errorf("note\n%s\nwant\n%s", got, want)
 	}
 	one[0].HookFailed, one[0].PreStopSeconds = true, 15
-	if got, want := failedNote("shop", one), "preStop hook failed in 1 Pod (web-1 container app): it ran out the 15s grace, so SIGTERM came only at its end, with the kubelet's 2s left; budget "+budget15+"; make the hook finish within the grace, or use a sleep graceguard can count (graceguard.io/prestop: sleep): kubectl graceguard recommend -n shop"; got != want {
+	if got, want := shutdownreport.FailedNote("shop", one), "preStop hook failed in 1 Pod (web-1 container app): it ran out the 15s grace, so SIGTERM came only at its end, with the kubelet's 2s left; budget "+budget15+"; make the hook finish within the grace, or use a sleep graceguard can count (graceguard.io/prestop: sleep): kubectl graceguard recommend -n shop"; got != want {
 		t.Errorf("note\n%s\nwant\n%s", got, want)
 	}
 	one[0].PreStopSeconds = 5
-	if got, want := failedNote("shop", one), "preStop hook failed in 1 Pod (web-1 container app): SIGTERM came at once, before the routing delay; budget "+budget15+"; fix the hook (graceguard.io/prestop: sleep needs no binary in the image): kubectl graceguard recommend -n shop"; got != want {
+	if got, want := shutdownreport.FailedNote("shop", one), "preStop hook failed in 1 Pod (web-1 container app): SIGTERM came at once, before the routing delay; budget "+budget15+"; fix the hook (graceguard.io/prestop: sleep needs no binary in the image): kubectl graceguard recommend -n shop"; got != want {
 		t.Errorf("note\n%s\nwant\n%s", got, want)
 	}
-	if got := shutdownreport.Cut(strings.Repeat("é", 600), maxNote); len(got) > maxNote || !strings.HasSuffix(got, "é") {
-		t.Errorf("cut to %d bytes: %d bytes, ending %q", maxNote, len(got), got[len(got)-2:])
+	if got := shutdownreport.Cut(strings.Repeat("é", 600), shutdownreport.MaxNoteLength); len(got) > shutdownreport.MaxNoteLength || !strings.HasSuffix(got, "é") {
+		t.Errorf("cut to %d bytes: %d bytes, ending %q", shutdownreport.MaxNoteLength, len(got), got[len(got)-2:])
 	}
 }

@@ -2,12 +2,15 @@ package observer
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/graceguard/graceguard/pkg/flags"
 	"github.com/graceguard/graceguard/pkg/mutate"
+	"github.com/graceguard/graceguard/pkg/policyreport"
 	"github.com/graceguard/graceguard/pkg/shutdownreport"
 )
 
@@ -24,9 +27,14 @@ type Config struct {
 	// Namespace is graceguard's own namespace, where the leader election
 	// Lease lives; its Pods are never observed.
 	Namespace string
-	// ExcludedNamespaces are never observed, whatever their labels say:
-	// the webhook's --excluded-namespaces (kube-system by default).
-	ExcludedNamespaces []string
+	// Options are the cluster defaults the webhook runs with (its flags,
+	// pkg/optionflags): the policy reports evaluate Pod templates with
+	// them, and their ExcludedNamespaces (the webhook's
+	// --excluded-namespaces, kube-system by default) are never observed,
+	// whatever their labels say.
+	Options mutate.Options
+	// Reports is what the observer writes as policy reports.
+	Reports Reports
 	// FlushInterval is how long samples of one workload are gathered
 	// before its report is written: one write per workload and interval,
 	// however many of its Pods go away.
@@ -47,8 +55,45 @@ func Default() Config {
 		Namespace:              os.Getenv("POD_NAMESPACE"),
 		FlushInterval:          10 * time.Second,
 		MinSamples:             shutdownreport.DefaultMinSamples,
-		ExcludedNamespaces:     mutate.DefaultOptions().ExcludedNamespaces,
+		Options:                mutate.DefaultOptions(),
+		Reports: Reports{Kind: ReportsOff, Interval: 5 * time.Minute, WritesPerSecond: 5,
+			Bounds: policyreport.DefaultBounds()},
 	}
+}
+
+// Reports configures the policy reports the observer writes: one
+// OpenReports Report or PolicyReport per workload of the namespaces
+// graceguard treats (docs/reports.md).
+type Reports struct {
+	// Kind is ReportsOff, ReportsAuto (OpenReports when the API server
+	// serves them, else PolicyReport, else none), or a policyreport.Kind,
+	// written only while the API server serves it.
+	Kind string
+	// Interval is how often every workload is evaluated again (and the
+	// API server asked which kinds it serves).
+	Interval time.Duration
+	// WritesPerSecond bounds the writes (and deletes) of reports: a sweep
+	// of many changed workloads spreads over time.
+	WritesPerSecond int
+	Bounds          policyreport.Bounds
+}
+
+// What Reports.Kind may be besides a policyreport.Kind.
+const (
+	ReportsOff  = "off"
+	ReportsAuto = "auto"
+)
+
+// ReportKinds are the values of Reports.Kind.
+var ReportKinds = []string{ReportsOff, ReportsAuto, string(policyreport.OpenReports), string(policyreport.PolicyReport)}
+
+func (r Reports) validate() error {
+	var errs []error
+	if !slices.Contains(ReportKinds, r.Kind) {
+		errs = append(errs, flags.Invalid(flags.Reports, r.Kind, fmt.Errorf("want one of %s", strings.Join(ReportKinds, ", "))))
+	}
+	return errors.Join(append(errs, flags.ReportsInterval.Check(r.Interval), flags.ReportsWritesPerSecond.Check(int64(r.WritesPerSecond)),
+		r.Bounds.Validate())...)
 }
 
 // Validate checks c as `webhook observe` validates it at start-up, naming
@@ -63,14 +108,15 @@ func (c Config) Validate() error {
 		errs = append(errs, flags.Invalid(flags.Namespace, "",
 			errors.New("required with --"+flags.LeaderElect+" (the Lease's namespace; default $POD_NAMESPACE)")))
 	}
-	errs = append(errs, flags.FlushInterval.Check(c.FlushInterval), flags.MinSamples.Check(int64(c.MinSamples)))
+	errs = append(errs, flags.FlushInterval.Check(c.FlushInterval), flags.MinSamples.Check(int64(c.MinSamples)),
+		c.Options.Validate(), c.Reports.validate())
 	return errors.Join(errs...)
 }
 
 // excluded is every namespace the webhook never treats: the excluded ones
 // and graceguard's own (as server.Config.Excluded computes it).
 func (c Config) excluded() []string {
-	out := slices.Clone(c.ExcludedNamespaces)
+	out := slices.Clone(c.Options.ExcludedNamespaces)
 	if c.Namespace != "" {
 		out = append(out, c.Namespace)
 	}

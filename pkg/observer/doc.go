@@ -6,7 +6,8 @@
 // container exited and with which code, and whether it was SIGKILLed at the
 // end of its grace. It keeps the samples per workload in a ShutdownReport
 // (graceguard.io/v1alpha1) owned by the workload, records Warning events on
-// the workload for kills and failed hooks, and exports metrics.
+// the workload for kills and failed hooks, exports metrics and, when
+// asked, writes policy reports (docs/reports.md).
 //
 // It runs as a Deployment of its own (the webhook binary's `observe`
 // command), apart from the admission webhook: its memory grows with the
@@ -31,4 +32,10 @@
 //     and flush interval; an event's note stays under 1 KiB.
 //   - Only the elected leader observes; when it stops it writes what it
 //     gathered.
+//   - With --reports, a policy report per workload of the treated
+//     namespaces (reports.go) says what the webhooks' own decision says
+//     (pkg/policyreport), is written only when its digest changes, and at
+//     most --reports-writes-per-second writes and deletes a second; while
+//     the API server serves no report kind nothing is written and one
+//     line says why. It deletes only the reports it wrote.
 package observer

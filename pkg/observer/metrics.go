@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/graceguard/graceguard/pkg/api/v1alpha1"
+	"github.com/graceguard/graceguard/pkg/policyreport"
 )
 
 // DrainBuckets are the histogram buckets of observed drains, in seconds:
@@ -22,6 +23,7 @@ type Metrics struct {
 	hooks     *prometheus.CounterVec
 	skipped   *prometheus.CounterVec
 	pods      prometheus.Gauge
+	reports   *prometheus.CounterVec
 	namespace bool
 }
 
@@ -54,15 +56,24 @@ func NewMetrics(reg prometheus.Registerer, namespace bool) (*Metrics, error) {
 			Name: "graceguard_observer_pods",
 			Help: "Pods in the observer's cache: the Pods labelled graceguard.io/treated=true that exist (those of namespaces graceguard does not treat by their key only); 0 on a standby replica.",
 		}),
+		reports: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "graceguard_observer_policy_report_writes_total",
+			Help: "Policy reports the observer wrote (operation=apply) or deleted (operation=delete), by kind (openreports, policyreport); at most --reports-writes-per-second.",
+		}, []string{"kind", "operation"}),
 		namespace: namespace,
 	}
-	for _, c := range []prometheus.Collector{m.drain, m.kills, m.hooks, m.skipped, m.pods} {
+	for _, c := range []prometheus.Collector{m.drain, m.kills, m.hooks, m.skipped, m.pods, m.reports} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering the observer's metrics: %w", err)
 		}
 	}
 	for _, s := range Skips {
 		m.skipped.WithLabelValues(string(s))
+	}
+	for _, k := range policyreport.Kinds {
+		for _, op := range []string{"apply", "delete"} {
+			m.reports.WithLabelValues(string(k), op)
+		}
 	}
 	return m, nil
 }
@@ -91,6 +102,13 @@ func (m *Metrics) skip(s Skip) {
 		return
 	}
 	m.skipped.WithLabelValues(string(s)).Inc()
+}
+
+func (m *Metrics) reportWrite(k policyreport.Kind, operation string) {
+	if m == nil {
+		return
+	}
+	m.reports.WithLabelValues(string(k), operation).Inc()
 }
 
 func (m *Metrics) cached(delta float64) {

@@ -37,6 +37,20 @@ func (n *namespaces) treats(ns string) bool {
 	return ok
 }
 
+// names lists the namespaces graceguard treats, in order.
+func (n *namespaces) names() []string {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	out := make([]string, 0, len(n.optedIn))
+	for ns := range n.optedIn {
+		if !slices.Contains(n.excluded, ns) {
+			out = append(out, ns)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // handler keeps the set from the Namespace informer's events.
 func (n *namespaces) handler() toolscache.ResourceEventHandlerFuncs {
 	name := func(obj any) (string, bool) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -68,6 +67,8 @@ type observer struct {
 	// shared with the transforms).
 	ns       *namespaces
 	verdicts verdicts
+	// reports writes the policy reports; nil when they are off.
+	reports *reporter
 
 	mu        sync.Mutex
 	deletions map[types.UID]Deletion
@@ -129,6 +130,11 @@ func (o *observer) Start(ctx context.Context) error {
 	o.log.Info("observing treated Pods", "flushInterval", o.cfg.FlushInterval)
 
 	var wg sync.WaitGroup
+	if o.reports != nil {
+		// After the namespaces are known: it deletes the reports of
+		// namespaces graceguard does not treat.
+		wg.Go(func() { o.reports.run(ctx) })
+	}
 	for range 2 {
 		wg.Go(func() {
 			for o.next(ctx) {
@@ -378,6 +384,7 @@ func (o *observer) flush(ctx context.Context, k owner) error {
 	}
 	o.done(k, len(samples))
 	o.announce(k.Namespace, v.wl, report, samples)
+	o.reports.observed(k.Namespace, v.wl, &report.Status)
 	return nil
 }
 
@@ -464,81 +471,16 @@ func (o *observer) announce(ns string, wl workload, r *v1alpha1.ShutdownReport, 
 	regarding := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: wl.Name, UID: wl.UID}}
 	regarding.SetGroupVersionKind(gvk(wl.APIVersion, wl.Kind))
 	if len(killed) > 0 {
-		o.recorder.Eventf(regarding, r, corev1.EventTypeWarning, ReasonKilled, "Observe", "%s", killedNote(ns, recWork(r), killed))
+		o.recorder.Eventf(regarding, r, corev1.EventTypeWarning, ReasonKilled, "Observe", "%s", shutdownreport.KilledNote(ns, recWork(r), killed))
 	}
 	if len(failed) > 0 {
-		o.recorder.Eventf(regarding, r, corev1.EventTypeWarning, ReasonHookFailed, "Observe", "%s", failedNote(ns, failed))
+		o.recorder.Eventf(regarding, r, corev1.EventTypeWarning, ReasonHookFailed, "Observe", "%s", shutdownreport.FailedNote(ns, failed))
 	}
 }
-
-// maxNote bounds an event's note: the API server cuts notes at 1 KiB. The
-// notes' worst case, every value at its bound, is under it (TestEventNotes),
-// so the cut only guards against what this file may come to print.
-const maxNote = 1000
-
-// killedNote says how many Pods were SIGKILLed, after what, and what to do.
-func killedNote(ns, recommended string, killed []v1alpha1.Sample) string {
-	last := killed[len(killed)-1]
-	return shutdownreport.Cut(fmt.Sprintf("%s SIGKILLed at the end of %ds grace after draining %ds (%s); budget %s; recommended max-work %s: %s",
-		podCount(len(killed)), last.GraceSeconds, last.DrainSeconds, podNames(killed), budgetOrNone(last.Budget), recommended, hint(ns)), maxNote)
-}
-
-// failedNote says which Pods' preStop hooks failed, how (at once, or by
-// running out the grace: HookHung), and what to do.
-func failedNote(ns string, failed []v1alpha1.Sample) string {
-	last := failed[len(failed)-1]
-	hung := 0
-	for _, s := range failed {
-		if shutdownreport.HookHung(s) {
-			hung++
-		}
-	}
-	how, fix := "SIGTERM came at once, before the routing delay", "fix the hook (graceguard.io/prestop: sleep needs no binary in the image)"
-	switch {
-	case hung == len(failed):
-		how = fmt.Sprintf("it ran out the %ds grace, so SIGTERM came only at its end, with the kubelet's 2s left", last.GraceSeconds)
-	case hung > 0:
-		how = fmt.Sprintf("%d failed at once (SIGTERM before the routing delay), %d ran out the grace (SIGTERM only at its end, 2s left)", len(failed)-hung, hung)
-	}
-	if hung > 0 {
-		fix = "make the hook finish within the grace, or use a sleep graceguard can count (graceguard.io/prestop: sleep)"
-	}
-	return shutdownreport.Cut(fmt.Sprintf("preStop hook failed in %s (%s): %s; budget %s; %s: %s",
-		podCount(len(failed)), podNames(failed), how, budgetOrNone(last.Budget), fix, hint(ns)), maxNote)
-}
-
-func hint(ns string) string { return "kubectl graceguard recommend -n " + ns }
 
 func recWork(r *v1alpha1.ShutdownReport) string {
 	if r.Status.Recommendation == nil {
 		return "unknown"
 	}
 	return r.Status.Recommendation.MaxWork
-}
-
-func budgetOrNone(b string) string {
-	if b == "" {
-		return "(none recorded)"
-	}
-	return b
-}
-
-func podCount(n int) string {
-	if n == 1 {
-		return "1 Pod"
-	}
-	return fmt.Sprintf("%d Pods", n)
-}
-
-// podNames lists up to three Pods and their container.
-func podNames(samples []v1alpha1.Sample) string {
-	var names []string
-	for i, s := range samples {
-		if i == 3 {
-			names = append(names, fmt.Sprintf("and %d more", len(samples)-3))
-			break
-		}
-		names = append(names, s.Pod+" container "+s.Container)
-	}
-	return strings.Join(names, ", ")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,6 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -83,6 +87,12 @@ func Run(ctx context.Context, cfg Config, restCfg *rest.Config, reg prometheus.R
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
+	var reports *reporter
+	if cfg.Reports.Kind != ReportsOff {
+		if reports, err = reporterFor(restCfg, cfg, ns, log, m); err != nil {
+			return err
+		}
+	}
 	if err := mgr.Add(&observer{
 		cache:     mgr.GetCache(),
 		reader:    mgr.GetAPIReader(),
@@ -95,6 +105,7 @@ func Run(ctx context.Context, cfg Config, restCfg *rest.Config, reg prometheus.R
 		deletions: map[types.UID]Deletion{},
 		hooks:     map[types.UID][]HookFailure{},
 		pending:   map[owner]*batch{},
+		reports:   reports,
 	}); err != nil {
 		return err
 	}
@@ -110,4 +121,21 @@ func optedInNamespaces() *metav1.PartialObjectMetadata {
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
 	return m
+}
+
+// reporterFor connects the policy report writer to the API server.
+func reporterFor(restCfg *rest.Config, cfg Config, ns *namespaces, log logr.Logger, m *Metrics) (*reporter, error) {
+	dyn, err := dynamic.NewForConfig(restCfg)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := metadata.NewForConfig(restCfg)
+	if err != nil {
+		return nil, err
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(restCfg)
+	if err != nil {
+		return nil, err
+	}
+	return newReporter(dyn, meta, disco, cfg, ns, log, m), nil
 }

@@ -140,9 +140,9 @@ func ceilingFlags(o *mutate.Options) []flags.Flag {
 // sync sets the options' Ceilings from the flags, refusing a graceful
 // node shutdown that leaves regular Pods nothing.
 func (c *ceilings) sync() error {
-	if c.shutdown > 0 && c.critical >= c.shutdown {
-		return fmt.Errorf("--%s=%s must be shorter than --%s=%s: regular Pods get the difference",
-			flags.NodeShutdownGracePeriodCriticalPods, budget.Format(c.critical), flags.NodeShutdownGracePeriod, budget.Format(c.shutdown))
+	if rule := flags.CriticalBelowShutdown; c.shutdown > 0 && c.critical >= c.shutdown {
+		return fmt.Errorf("--%s=%s must be shorter than --%s=%s%s",
+			rule.Lesser, budget.Format(c.critical), rule.Greater, budget.Format(c.shutdown), rule.Why)
 	}
 	var out []budget.Ceiling
 	if c.karpenter > 0 {

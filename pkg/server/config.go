@@ -170,11 +170,10 @@ func (c Config) checkConnections() error {
 		// checked against its own bounds only.
 		return errors.Join(err, flags.MaxPendingConnections.Check(int64(c.MaxPendingConnections)))
 	}
-	pending := flags.MaxPendingConnections
+	pending, rule := flags.MaxPendingConnections, flags.PendingBelowConnections
 	if n := int64(c.MaxPendingConnections); n < pending.Min || n >= int64(c.MaxConnections) {
-		return flags.Invalid(pending.Name, fmt.Sprint(n),
-			fmt.Errorf("want %d to %d, fewer than --%s=%d, so that kept-alive connections always have room",
-				pending.Min, c.MaxConnections-1, flags.MaxConnections.Name, c.MaxConnections))
+		return flags.Invalid(rule.Lesser, fmt.Sprint(n),
+			fmt.Errorf("want %d to %d, fewer than --%s=%d%s", pending.Min, c.MaxConnections-1, rule.Greater, c.MaxConnections, rule.Why))
 	}
 	return nil
 }

@@ -33,14 +33,14 @@ type connMetrics struct {
 func newConnMetrics(reg prometheus.Registerer) (*connMetrics, error) {
 	open, err := registerOrReuse(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: ConnectionsName,
-		Help: "Open webhook connections by state: pending (in the TLS handshake or sending its first request's headers), idle (kept alive between requests), active (in a request).",
+		Help: "Open webhook connections by state: pending (in the TLS handshake or sending its first request's headers), idle (kept alive between requests), active (in a request), queued (accepted at --max-pending-connections, waiting for a pending slot).",
 	}, []string{"state"}))
 	if err != nil {
 		return nil, err
 	}
 	evicted, err := registerOrReuse(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: ConnectionsEvictedName,
-		Help: "Webhook connections closed to make room for a new one at --max-pending-connections or --max-connections, by the state they were in (pending or idle).",
+		Help: "Webhook connections closed to make room for a new one at --max-pending-connections or --max-connections, by the state they were in (pending, idle or queued).",
 	}, []string{"state"}))
 	if err != nil {
 		return nil, err

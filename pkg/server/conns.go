@@ -20,21 +20,38 @@ import (
 //   - at most connLimits.maxOpen connections are open, and at most
 //     connLimits.maxPending of them have not sent a whole request yet (they
 //     are in the TLS handshake, or the server is reading their first
-//     request's headers);
-//   - a handshake must end within connLimits.handshakeTimeout, and reads at
-//     most connLimits.maxHandshakeBytes from its client (a real ClientHello
-//     is 1.5 KiB; crypto/tls would buffer a 64 KiB one);
+//     request's headers); the others accepted wait, queued, for a pending
+//     slot to start their handshake, holding a socket and nothing else (no
+//     goroutine, no TLS state, no buffer);
+//   - a handshake must end within connLimits.handshakeTimeout of its start,
+//     and reads at most connLimits.maxHandshakeBytes from its client (a
+//     real ClientHello is 1.5 KiB; crypto/tls would buffer a 64 KiB one);
 //   - the http.Server bounds the rest: headers (maxHeaderBytes,
 //     ReadHeaderTimeout), bodies (ReadTimeout and the review guard), idle
 //     keep-alives (IdleTimeout).
 //
 // When a new connection arrives at a cap, the tracker makes room rather
 // than refuse it: at the pending cap it closes a pending connection; at
-// the open cap an idle one, else a pending one. The one closed is of the
-// peer (remote IP) holding the most connections, the new one counted, and
-// of its connections in that state the oldest pending or the one idle the
-// longest. Only when every open connection is in a request is the new one
-// refused.
+// the open cap an idle one, else a pending one, else a queued one. The one
+// closed is of the peer (remote IP) holding the most connections, the new
+// one counted, and of its connections in that state the oldest pending or
+// the one idle the longest. A peer never loses a pending connection to its
+// own next one: when the peer holding the most is the newcomer's, the
+// newcomer queues, and takes the first pending slot that frees, in the
+// order accepted. At the open cap a peer's newcomer may close its own
+// connection idle the longest, never its own pending or queued one. So
+// the new one is refused only when every open connection is in a request,
+// or when the peer holding the most is its own and none of it is idle.
+//
+// The queue is what lets the API server's own bursts through. It opens a
+// connection per concurrent call (HTTP/1.1): a Job fan-out of 500 Pods on
+// a 2-CPU control plane opened 197 at once, and evicting its own oldest
+// pending ones for its newest (as the tracker did) failed those calls
+// (107 evicted in one run of `make scale SCALE=smoke`; in larger runs, 61
+// and 153 mutations skipped, the mutating webhook failing open). A queued
+// connection waits at most for one turn of the pending slots: each frees
+// within the handshake timeout and ReadHeaderTimeout, and at most
+// maxOpen-maxPending connections queue.
 //
 // Refusing at a full cap would hand the webhook to whoever fills it first:
 // a client opening maxPending/handshakeTimeout connections a second (43 at
@@ -75,10 +92,13 @@ const (
 	connIdle
 	// connActive: in a request, a handler serving it.
 	connActive
+	// connQueued: accepted at the pending cap, waiting for a pending slot
+	// to start its handshake.
+	connQueued
 	numConnStates
 )
 
-var connStateNames = [numConnStates]string{"pending", "idle", "active"}
+var connStateNames = [numConnStates]string{"pending", "idle", "active", "queued"}
 
 func (s connState) String() string { return connStateNames[s] }
 
@@ -89,7 +109,8 @@ type connLimits struct {
 	// maxPending bounds those that have not sent a whole request; less
 	// than maxOpen, so that kept-alive connections always have room.
 	maxPending int
-	// handshakeTimeout bounds a TLS handshake, from the connection's accept.
+	// handshakeTimeout bounds a TLS handshake, from its start: at accept,
+	// or when a queued connection gets a pending slot.
 	handshakeTimeout time.Duration
 	// maxHandshakeBytes bounds what a handshake may read from its client.
 	maxHandshakeBytes int
@@ -181,13 +202,17 @@ func (l *connList) remove(c *trackedConn) {
 	l.n--
 }
 
-// connTracker holds the open connections by state: pending ones in accept
-// order, idle ones in the order they became idle, active ones.
+// connTracker holds the open connections by state: pending and queued ones
+// in accept order, idle ones in the order they became idle, active ones.
 type connTracker struct {
 	limits  connLimits
 	metrics *connMetrics
-	mu      sync.Mutex
-	lists   [numConnStates]connList
+	// start begins the handshake of a connection that became pending (nil:
+	// nothing is started, for tests of the tracker alone). It is called
+	// with mu held, and must not block.
+	start func(*trackedConn)
+	mu    sync.Mutex
+	lists [numConnStates]connList
 	// peers counts the tracked connections of each peer.
 	peers map[string]int
 	// For tests and measurements: the most open and pending at once, and
@@ -208,46 +233,82 @@ func (t *connTracker) open() int {
 	return n
 }
 
-// admit tracks a newly accepted connection, pending. To make room it may
-// return a victim, already untracked, for the caller to close; it returns
-// ok false, and tracks nothing, when the peer holding the most connections
-// is the newcomer's and all of them are in a request, or when every open
+// admit tracks a newly accepted connection, pending (its handshake
+// started) or, at the pending cap, queued. To make room it may return a
+// victim, already untracked, for the caller to close; it returns ok false,
+// and tracks nothing, when the peer holding the most connections is the
+// newcomer's and all of them are in a request, or when every open
 // connection is.
 func (t *connTracker) admit(c *trackedConn) (victim *trackedConn, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.seen++
-	pending, idle := &t.lists[connPending], &t.lists[connIdle]
+	pending, idle, queued := &t.lists[connPending], &t.lists[connIdle], &t.lists[connQueued]
 	// The new connection counts for its peer: a flood's next connection
 	// makes its own peer the one that gives way.
 	t.peers[c.peer]++
-	switch {
-	case pending.n >= t.limits.maxPending && pending.n > 0:
-		victim = t.victimLocked(pending)
-	case t.open() >= t.limits.maxOpen && idle.n+pending.n > 0:
-		victim = t.victimLocked(idle, pending)
-		if t.peers[victim.peer] < t.peers[c.peer] {
-			// The newcomer's peer holds the most, all of it in requests:
-			// it gives way itself, not a smaller peer's connection.
-			victim = nil
+	if pending.n >= t.limits.maxPending && pending.n > 0 {
+		if v := t.victimLocked(pending); v.peer != c.peer {
+			victim = v
 		}
+		// Else the newcomer's own peer holds the most: it queues.
 	}
-	if t.open() >= t.limits.maxOpen && victim == nil {
-		t.dropPeerLocked(c.peer)
-		t.metrics.refused()
-		return nil, false
+	if victim == nil && t.open() >= t.limits.maxOpen {
+		if idle.n+pending.n+queued.n > 0 {
+			v := t.victimLocked(idle, pending, queued)
+			switch {
+			case t.peers[v.peer] < t.peers[c.peer]:
+				// The newcomer's peer holds the most, all of it in
+				// requests: it gives way itself, not a smaller peer's
+				// connection.
+			case v.peer == c.peer && v.state != connIdle:
+				// Its own connection that has not sent a request yet:
+				// one of them fails either way, and the newcomer has
+				// waited least.
+			default:
+				victim = v
+			}
+		}
+		if victim == nil {
+			t.dropPeerLocked(c.peer)
+			t.metrics.refused()
+			return nil, false
+		}
 	}
 	if victim != nil {
 		t.metrics.evicted(victim.state)
-		t.untrackLocked(victim)
+		// Not t.untrackLocked: the slot it frees is the newcomer's, not
+		// the first queued one's.
+		t.removeLocked(victim)
 	}
-	c.tracked, c.state = true, connPending
-	t.lists[connPending].pushBack(c)
-	t.metrics.add(connPending, 1)
+	c.tracked, c.state = true, connQueued
+	queued.pushBack(c)
+	t.metrics.add(connQueued, 1)
 	t.peak = max(t.peak, t.open())
 	t.metrics.setPeak(t.peak)
-	t.peakPending = max(t.peakPending, t.lists[connPending].n)
+	if pending.n < t.limits.maxPending {
+		// Room for it: everyone queued before it is pending already
+		// (fillLocked runs whenever a pending slot frees).
+		t.startLocked(c)
+	}
 	return victim, true
+}
+
+// startLocked makes a queued connection pending and starts its handshake.
+func (t *connTracker) startLocked(c *trackedConn) {
+	t.moveLocked(c, connPending)
+	t.peakPending = max(t.peakPending, t.lists[connPending].n)
+	if t.start != nil {
+		t.start(c)
+	}
+}
+
+// fillLocked starts the queued connections, first accepted first, while
+// pending slots are free.
+func (t *connTracker) fillLocked() {
+	for q := &t.lists[connQueued]; q.n > 0 && t.lists[connPending].n < t.limits.maxPending; {
+		t.startLocked(q.head)
+	}
 }
 
 // victimLocked returns the connection to close: of the peer holding the
@@ -300,21 +361,35 @@ func (t *connTracker) moveLocked(c *trackedConn, s connState) {
 	if c.state == s {
 		return
 	}
-	t.lists[c.state].remove(c)
-	t.metrics.add(c.state, -1)
+	from := c.state
+	t.lists[from].remove(c)
+	t.metrics.add(from, -1)
 	c.state = s
 	t.lists[s].pushBack(c)
 	t.metrics.add(s, 1)
+	if from == connPending {
+		t.fillLocked()
+	}
 }
 
+// untrackLocked stops tracking c; a pending slot it frees goes to the
+// first connection queued.
 func (t *connTracker) untrackLocked(c *trackedConn) {
+	if t.removeLocked(c) {
+		t.fillLocked()
+	}
+}
+
+// removeLocked stops tracking c, and says whether it freed a pending slot.
+func (t *connTracker) removeLocked(c *trackedConn) (wasPending bool) {
 	if !c.tracked {
-		return
+		return false
 	}
 	t.lists[c.state].remove(c)
 	t.metrics.add(c.state, -1)
 	t.dropPeerLocked(c.peer)
 	c.tracked = false
+	return c.state == connPending
 }
 
 func (t *connTracker) forget(c *trackedConn) {
@@ -335,7 +410,8 @@ func (t *connTracker) closeWhere(match func(*trackedConn) bool) {
 		}
 	}
 	for _, c := range victims {
-		t.untrackLocked(c)
+		// Not untrackLocked: a queued connection is not started now.
+		t.removeLocked(c)
 	}
 	t.mu.Unlock()
 	for _, c := range victims {
@@ -374,6 +450,9 @@ func newConnListener(ln net.Listener, cfg *tls.Config, t *connTracker) *connList
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &connListener{ln: ln, tls: cfg, t: t, ctx: ctx, cancel: cancel,
 		conns: make(chan *tls.Conn), done: make(chan struct{})}
+	t.mu.Lock()
+	t.start = func(c *trackedConn) { go l.handshake(c) }
+	t.mu.Unlock()
 	go l.acceptLoop()
 	return l
 }
@@ -405,9 +484,9 @@ func (l *connListener) acceptLoop() {
 		}
 		if !ok {
 			_ = raw.Close()
-			continue
 		}
-		go l.handshake(c)
+		// Else its handshake has started, or starts when a pending slot
+		// frees.
 	}
 }
 

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -40,7 +41,12 @@ func trackerWith(t *testing.T, maxOpen, maxPending int) (*connTracker, *connMetr
 // accept admits a connection named name and returns it, with the name of
 // the one closed to make room ("" for none) and whether it was admitted.
 func accept(tr *connTracker, name string) (*trackedConn, string, bool) {
-	c := &trackedConn{Conn: &stubConn{name: name}, t: tr}
+	return acceptFrom(tr, "", name)
+}
+
+// acceptFrom is accept for a connection from peer.
+func acceptFrom(tr *connTracker, peer, name string) (*trackedConn, string, bool) {
+	c := &trackedConn{Conn: &stubConn{name: name}, t: tr, peer: peer}
 	victim, ok := tr.admit(c)
 	if victim == nil {
 		return c, "", ok
@@ -59,49 +65,68 @@ func served(tr *connTracker, c *trackedConn) {
 func TestTrackerMakesRoomByEvictingTheOldestPendingThenTheLongestIdle(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		// steps: "+x" accepts x (want nothing evicted unless "+x>y": y
-		// evicted, or "+x!": refused), "active x" starts x's first request,
-		// "idle x" takes x through one request, "req x" starts a later
-		// request on idle x, "close x".
+		// steps: "+x" accepts x from peer p, its handshake started (want
+		// nothing evicted unless "+x>y": y evicted; "+x~": queued, "+x!":
+		// refused; "+x@q": from peer q), "active x" starts x's first
+		// request, "idle x" takes x through one request, "req x" starts a
+		// later request on idle x, "close x", "started x": x's handshake
+		// has started since it queued.
 		steps []string
 	}{
-		{"at the pending cap the oldest pending connection makes room", []string{
-			"+a", "+b", "+c", "+d>a", "+e>b"}},
+		{"at the pending cap another peer's connection takes the oldest pending of the peer holding the most", []string{
+			"+a", "+b", "+c", "+d@q>a", "+e@q>b"}},
+		{"at the pending cap a peer's connection queues behind its own, and starts when one is done", []string{
+			"+a", "+b", "+c", "+d~", "idle a", "started d"}},
+		{"queued connections start in the order accepted", []string{
+			"+a", "+b", "+c", "+d~", "close b", "started d", "+e~", "active c", "started e"}},
 		{"a connection in its first request is not evicted, even at the pending cap", []string{
-			"+a", "active a", "+b", "+c", "+d", "+e>b"}},
+			"+a", "active a", "+b", "+c", "+d", "+e@q>b"}},
 		{"finished connections are not evicted for pending ones", []string{
-			"+a", "idle a", "+b", "+c", "+d", "+e>b", "+f>c"}},
+			"+a", "idle a", "+b", "+c", "+d", "+e@q>b", "+f@q>c"}},
 		{"at the open cap the connection idle the longest makes room, not the first accepted", []string{
 			"+a", "idle a", "+b", "idle b", "+c", "idle c", "+d", "idle d",
 			"req a", "idle a", // a was used last: b is now idle the longest
 			"+e>b", "+f>c"}},
-		{"at the open cap with none idle the oldest pending makes room", []string{
-			"+a", "idle a", "req a", "+b", "idle b", "req b", "+c", "+d", "+e>c"}},
+		{"at the open cap with none idle another peer's connection takes the oldest pending", []string{
+			"+a", "idle a", "req a", "+b", "idle b", "req b", "+c", "+d", "+e@q>c"}},
+		{"at the open cap a peer's connection is refused rather than close its own pending one", []string{
+			"+a", "active a", "+b", "active b", "+c", "+d", "+e!", "idle a", "+f>a"}},
 		{"a new connection is refused only when every open one is in a request", []string{
 			"+a", "active a", "+b", "idle b", "req b", "+c", "active c", "+d", "idle d", "req d", "+e!", "idle d", "+f>d"}},
 		{"closed connections leave room", []string{
-			"+a", "+b", "+c", "close a", "+d", "+e>b"}},
+			"+a", "+b", "+c", "close a", "+d", "+e~"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tr, _ := trackerWith(t, 4, 3)
+			started := map[*trackedConn]bool{}
+			tr.start = func(c *trackedConn) { started[c] = true }
 			conns := map[string]*trackedConn{}
 			for _, step := range tc.steps {
 				verb, arg, _ := strings.Cut(step, " ")
 				switch {
 				case strings.HasPrefix(step, "+"):
-					name, want, refused := strings.TrimPrefix(step, "+"), "", false
+					name, want, refused, queued, peer := strings.TrimPrefix(step, "+"), "", false, false, "p"
 					if n, v, ok := strings.Cut(name, ">"); ok {
 						name, want = n, v
 					}
 					if n, ok := strings.CutSuffix(name, "!"); ok {
 						name, refused = n, true
 					}
-					c, evicted, ok := accept(tr, name)
+					if n, ok := strings.CutSuffix(name, "~"); ok {
+						name, queued = n, true
+					}
+					if n, q, ok := strings.Cut(name, "@"); ok {
+						name, peer = n, q
+					}
+					c, evicted, ok := acceptFrom(tr, peer, name)
 					if ok == refused || evicted != want {
 						t.Fatalf("%s: admitted %v, evicted %q; want admitted %v, evicted %q", step, ok, evicted, !refused, want)
 					}
 					if want != "" && conns[want].Conn.(*stubConn).closed != 1 {
 						t.Fatalf("%s: %s not closed", step, want)
+					}
+					if ok && started[c] == queued {
+						t.Fatalf("%s: handshake started %v, want %v", step, started[c], !queued)
 					}
 					conns[name] = c
 				case verb == "idle":
@@ -112,11 +137,20 @@ func TestTrackerMakesRoomByEvictingTheOldestPendingThenTheLongestIdle(t *testing
 					tr.setState(conns[arg], http.StateActive)
 				case verb == "close":
 					tr.setState(conns[arg], http.StateClosed)
+				case verb == "started":
+					if c := conns[arg]; !started[c] || c.state != connPending {
+						t.Fatalf("%s: handshake started %v, state %s; want started, pending", step, started[c], c.state)
+					}
 				default:
 					t.Fatalf("bad step %q", step)
 				}
 				if open, pending, _ := tr.counts(); open > 4 || pending > 3 {
 					t.Fatalf("after %s: %d open, %d pending, over the caps 4 and 3", step, open, pending)
+				}
+				for name, c := range conns {
+					if c.tracked && c.state != connQueued && !started[c] {
+						t.Fatalf("after %s: %s is %s, its handshake never started", step, name, c.state)
+					}
 				}
 			}
 		})
@@ -137,8 +171,8 @@ func TestTrackerMetrics(t *testing.T) {
 	if gauge(connPending) != 1 || gauge(connIdle) != 1 || gauge(connActive) != 1 {
 		t.Fatalf("gauge pending %v idle %v active %v, want 1 each", gauge(connPending), gauge(connIdle), gauge(connActive))
 	}
-	accept(tr, "d") // the open cap: a, idle, makes room
-	accept(tr, "e") // the pending cap: c makes room
+	accept(tr, "d")          // the open cap: a, idle, makes room
+	acceptFrom(tr, "q", "e") // the pending cap: c, another peer's, makes room
 	if got := testutil.ToFloat64(m.evictedC[connIdle]); got != 1 {
 		t.Errorf("evicted idle = %v, want 1", got)
 	}
@@ -161,6 +195,17 @@ func TestTrackerMetrics(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(m2.refusedC); got != 1 {
 		t.Errorf("refused = %v, want 1", got)
+	}
+	tr3, m3 := trackerWith(t, 3, 1)
+	p, _, _ := accept(tr3, "p")
+	accept(tr3, "q") // the pending cap, the same peer: it queues
+	queued := func() float64 { return testutil.ToFloat64(m3.openG[connQueued]) }
+	if queued() != 1 || testutil.ToFloat64(m3.openG[connPending]) != 1 {
+		t.Fatalf("gauge queued %v pending %v, want 1 each", queued(), testutil.ToFloat64(m3.openG[connPending]))
+	}
+	served(tr3, p)
+	if queued() != 0 || testutil.ToFloat64(m3.openG[connPending]) != 1 {
+		t.Fatalf("gauge queued %v pending %v once p's request came, want 0 and 1", queued(), testutil.ToFloat64(m3.openG[connPending]))
 	}
 }
 
@@ -323,7 +368,9 @@ func TestTrackerEvictsFromThePeerHoldingTheMost(t *testing.T) {
 		name := fmt.Sprintf("flood-%d", i)
 		c, evicted, ok := from("10.0.0.9", name)
 		if !ok {
-			t.Fatalf("%s refused", name)
+			// At the open cap with none of its own idle: the flood holds
+			// the most, and gives way itself.
+			continue
 		}
 		if strings.HasPrefix(evicted, "api-") {
 			t.Fatalf("%s evicted the API server's %s", name, evicted)
@@ -377,5 +424,67 @@ func TestPeakGaugeIsTheMostOpenAtOnce(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(m.peakG); got != 4 {
 		t.Fatalf("%s = %g, want 4, the cap the tracker held", ConnectionsPeakName, got)
+	}
+}
+
+// The API server opens a connection per concurrent call: a burst of calls
+// is a burst of new connections from one address, more than the pending
+// cap at once on a busy control plane. Every one of them gets its review
+// answered: those past the cap queue for a pending slot instead of
+// closing the burst's own older connections (which failed those calls,
+// and the mutating webhook's failed calls are let through unmutated).
+func TestABurstOfTheAPIServersOwnConnectionsIsAnsweredWhole(t *testing.T) {
+	var ws *webhookServer
+	h := startRunWith(t, []Option{withObserver(func(s *webhookServer) { ws = s })}, 0, 10*time.Second, 0)
+	defaults := DefaultConfig()
+	n := defaults.MaxPendingConnections * 3 / 2
+	if n > defaults.MaxConnections {
+		t.Fatalf("a burst of %d is over --max-connections=%d", n, defaults.MaxConnections)
+	}
+	// Every connection of the burst is accepted before any of them sends
+	// its ClientHello: all of them are pending at once, as when the
+	// handshakes of a burst wait for a starved CPU.
+	seen := ws.conns.seenCount()
+	raw := make([]net.Conn, n)
+	for i := range raw {
+		c, err := net.DialTimeout("tcp", h.webhookAddr(), 5*time.Second)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		raw[i] = c
+	}
+	ws.conns.waitSeen(t, seen+n)
+	if open, pending, _ := ws.conns.counts(); open != n || pending != defaults.MaxPendingConnections {
+		t.Fatalf("%d open, %d pending; want all %d open and %d pending, the cap", open, pending, n, defaults.MaxPendingConnections)
+	}
+	if q := metricValue(t, h, ConnectionsName, connQueued.String()); q != float64(n-defaults.MaxPendingConnections) {
+		t.Errorf("%s{state=%q} = %v, want %d", ConnectionsName, connQueued, q, n-defaults.MaxPendingConnections)
+	}
+	results := make(chan reviewResult, n)
+	for _, c := range raw {
+		go func() {
+			client := h.client(false)
+			tr := client.Transport.(*http.Transport)
+			tr.DisableKeepAlives = true
+			tr.DialContext = func(context.Context, string, string) (net.Conn, error) { return c, nil }
+			results <- h.review(t, client, "shop")
+		}()
+	}
+	failed := 0
+	for range n {
+		if r := <-results; !r.mutated() {
+			failed++
+			if failed <= 5 {
+				t.Errorf("a review of the burst was not answered: %v", r.err)
+			}
+		}
+	}
+	if failed > 0 {
+		t.Errorf("%d of the burst's %d reviews were not answered", failed, n)
+	}
+	for _, state := range []connState{connPending, connIdle, connQueued} {
+		if got := metricValue(t, h, ConnectionsEvictedName, state.String()); got != 0 {
+			t.Errorf("%s{state=%q} = %v, want 0: the burst closed its own connections", ConnectionsEvictedName, state, got)
+		}
 	}
 }

@@ -5,9 +5,12 @@ import (
 	"bytes"
 	"context"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,12 +40,19 @@ const (
 	ArmGraceguard   = "graceguard"
 	ArmTwoCalls     = "graceguard-two-calls"
 	ArmHTTP2        = "graceguard-http2"
+	// The pair measured on Pods without graceguard.io/readiness-path, on
+	// which graceguard's whole injection is the native policy's first
+	// mutation: that mutation alone, and graceguard.
+	ArmNativeOneMutation = "native-one-mutation"
+	ArmGraceguardNoProbe = "graceguard-no-probe-pods"
 )
 
 // armLabel selects each arm's namespace: every admission configuration of
 // the run matches exactly one arm. graceguard's own configurations (the
 // chart's, as installed) keep their selector and exclude the arms that
-// reuse their registrations (ArmNoopChart, ArmTwoCalls, ArmHTTP2).
+// reuse their registrations (ArmNoopChart, ArmTwoCalls, ArmHTTP2,
+// ArmGraceguardNoProbe: the API server counts calls by webhook name, so an
+// arm sharing graceguard's names would add its calls to graceguard's).
 const armLabel = "bench.graceguard.io/arm"
 
 // arm is one way of admitting Pods.
@@ -60,6 +70,18 @@ type arm struct {
 	// hooks are the webhook names the arm registers, for the API server's
 	// counts of calls and matchCondition skips.
 	hooks []string
+	// noProbePath: the arm creates the typical Pod without
+	// graceguard.io/readiness-path (noProbePathPod), on which graceguard
+	// adds no probe; the other arms create the typical Pod (benchPod).
+	noProbePath bool
+}
+
+// pod is the Pod the arm creates, named name, in its namespace.
+func (a arm) pod(name string) *corev1.Pod {
+	if a.noProbePath {
+		return noProbePathPod(armNamespace(a.name), name)
+	}
+	return benchPod(armNamespace(a.name), name)
 }
 
 // Process names in CPU accounting.
@@ -82,6 +104,9 @@ func arms() []arm {
 	return []arm{
 		{name: ArmNone, desc: "no admission policy or webhook"},
 		{name: ArmNativePolicy, desc: "a native MutatingAdmissionPolicy doing graceguard's injection in CEL (test/bench/policy), no webhook", mutates: true},
+		{name: ArmNativeOneMutation, desc: "the native policy's first mutation alone (test/bench/policy/graceguard-in-cel-one-mutation.yaml: preStop sleep, grace, " +
+			"the budget record; no probe), no webhook, on the typical Pod without `graceguard.io/readiness-path`",
+			mutates: true, noProbePath: true},
 		{name: ArmNoopOneCall, desc: "a no-op webhook (controller-runtime's admission.Webhook, allows, no patch): one mutating call",
 			webhook: procNoop, hooks: []string{"noop-one-call.bench.graceguard.io"}},
 		{name: ArmNoopRecord, desc: "the one-call no-op registration answering every Pod with the smallest mutation: one patch operation adding graceguard's " +
@@ -97,6 +122,9 @@ func arms() []arm {
 			optedIn: true, mutates: true, webhook: procNoop, hooks: chartHooks("noop-patch-")},
 		{name: ArmGraceguard, desc: "graceguard as its chart registers it", optedIn: true, mutates: true, webhook: procGraceguard,
 			hooks: chartHooks("")},
+		{name: ArmGraceguardNoProbe, desc: "graceguard as its chart registers it (a copy of its registrations, limited to this arm) on the typical Pod without " +
+			"`graceguard.io/readiness-path`: it adds no probe, so its injection is the one-mutation policy's (and it answers each Pod with a warning that its serving container has no readiness probe, which the policy cannot)",
+			optedIn: true, mutates: true, webhook: procGraceguard, hooks: chartHooks("no-probe-"), noProbePath: true},
 		{name: ArmTwoCalls, desc: "graceguard with `webhooks.validatePods.skipProven=false`: validate-pods called for every Pod, as before",
 			optedIn: true, mutates: true, webhook: procGraceguard, hooks: chartHooks("two-calls-")},
 		{name: ArmHTTP2, desc: "graceguard as the chart registers it, served with `--enable-http2` (the API server then calls it over HTTP/2)",
@@ -153,8 +181,13 @@ func onlyArm(w chart.Webhooks, prefix, url string, ca []byte, armName string) {
 	}
 }
 
-//go:embed policy/graceguard-in-cel.yaml
-var nativePolicyYAML []byte
+// The native policies, each with its binding to its arm's namespace.
+var (
+	//go:embed policy/graceguard-in-cel.yaml
+	nativePolicyYAML []byte
+	//go:embed policy/graceguard-in-cel-one-mutation.yaml
+	oneMutationPolicyYAML []byte
+)
 
 // installArms registers what each arm needs beside graceguard's own
 // configurations (installed at start), creates the arms' namespaces, and
@@ -181,6 +214,7 @@ func (c *cluster) installArms(ctx context.Context) error {
 		{"noop-patch-", c.noopURL, ArmNoopPatch, nil},
 		{"two-calls-", c.WebhookURL, ArmTwoCalls, map[string]any{"webhooks": map[string]any{"validatePods": map[string]any{"skipProven": false}}}},
 		{"http2-", c.http2URL, ArmHTTP2, nil},
+		{"no-probe-", c.WebhookURL, ArmGraceguardNoProbe, nil},
 	} {
 		w, err := chart.RenderWebhooks("graceguard", releaseNamespace, v.values)
 		if err != nil {
@@ -238,8 +272,10 @@ func (c *cluster) installArms(ctx context.Context) error {
 		}
 	}
 
-	if err := c.installNativePolicy(ctx); err != nil {
-		return err
+	for _, doc := range [][]byte{nativePolicyYAML, oneMutationPolicyYAML} {
+		if err := c.installNativePolicy(ctx, doc); err != nil {
+			return err
+		}
 	}
 
 	for _, a := range arms() {
@@ -260,46 +296,64 @@ func (c *cluster) installArms(ctx context.Context) error {
 	return nil
 }
 
-// installNativePolicy creates the MutatingAdmissionPolicy and its binding
-// of test/bench/policy.
-func (c *cluster) installNativePolicy(ctx context.Context) error {
-	rd := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(nativePolicyYAML)))
+// installNativePolicy creates a MutatingAdmissionPolicy of test/bench/policy
+// and its binding.
+func (c *cluster) installNativePolicy(ctx context.Context, file []byte) error {
+	p, b, err := parsePolicy(file)
+	if err != nil {
+		return err
+	}
+	if _, err := c.kube.AdmissionregistrationV1().MutatingAdmissionPolicies().Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating the MutatingAdmissionPolicy %s (admissionregistration.k8s.io/v1, GA in 1.36): %w", p.Name, err)
+	}
+	if _, err := c.kube.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Create(ctx, b, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating the MutatingAdmissionPolicyBinding %s: %w", b.Name, err)
+	}
+	return nil
+}
+
+// parsePolicy reads a file of test/bench/policy: one MutatingAdmissionPolicy
+// and one binding.
+func parsePolicy(file []byte) (*admissionregv1.MutatingAdmissionPolicy, *admissionregv1.MutatingAdmissionPolicyBinding, error) {
+	var (
+		p *admissionregv1.MutatingAdmissionPolicy
+		b *admissionregv1.MutatingAdmissionPolicyBinding
+	)
+	rd := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(file)))
 	for {
 		doc, err := rd.Read()
 		if errors.Is(err, io.EOF) {
-			return nil
+			break
 		}
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		var meta struct {
 			Kind string `json:"kind"`
 		}
 		if err := yaml.Unmarshal(doc, &meta); err != nil {
-			return err
+			return nil, nil, err
 		}
 		switch meta.Kind {
 		case "MutatingAdmissionPolicy":
-			p := &admissionregv1.MutatingAdmissionPolicy{}
+			p = &admissionregv1.MutatingAdmissionPolicy{}
 			if err := yaml.UnmarshalStrict(doc, p); err != nil {
-				return err
-			}
-			if _, err := c.kube.AdmissionregistrationV1().MutatingAdmissionPolicies().Create(ctx, p, metav1.CreateOptions{}); err != nil {
-				return fmt.Errorf("creating the MutatingAdmissionPolicy (admissionregistration.k8s.io/v1, GA in 1.36): %w", err)
+				return nil, nil, err
 			}
 		case "MutatingAdmissionPolicyBinding":
-			b := &admissionregv1.MutatingAdmissionPolicyBinding{}
+			b = &admissionregv1.MutatingAdmissionPolicyBinding{}
 			if err := yaml.UnmarshalStrict(doc, b); err != nil {
-				return err
-			}
-			if _, err := c.kube.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Create(ctx, b, metav1.CreateOptions{}); err != nil {
-				return fmt.Errorf("creating the MutatingAdmissionPolicyBinding: %w", err)
+				return nil, nil, err
 			}
 		case "":
 		default:
-			return fmt.Errorf("test/bench/policy: unexpected kind %q", meta.Kind)
+			return nil, nil, fmt.Errorf("test/bench/policy: unexpected kind %q; accepted: MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding", meta.Kind)
 		}
 	}
+	if p == nil || b == nil {
+		return nil, nil, fmt.Errorf("test/bench/policy: a file needs a MutatingAdmissionPolicy and a MutatingAdmissionPolicyBinding (policy found: %t, binding found: %t)", p != nil, b != nil)
+	}
+	return p, b, nil
 }
 
 // benchPod is the typical Pod as a client creates it in ns.
@@ -311,13 +365,22 @@ func benchPod(ns, name string) *corev1.Pod {
 	return p
 }
 
+// noProbePathPod is benchPod without graceguard.io/readiness-path: a Pod
+// on which graceguard's whole injection is one mutation (hooks, grace, the
+// record), what a user writes a one-mutation policy for.
+func noProbePathPod(ns, name string) *corev1.Pod {
+	p := benchPod(ns, name)
+	delete(p.Annotations, mutate.AnnotationReadinessPath)
+	return p
+}
+
 // waitArm waits until a Pod created (dry run) in the arm's namespace comes
 // back as the arm makes it: with the budget record, or without.
 func (c *cluster) waitArm(ctx context.Context, a arm, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	var last string
 	for time.Now().Before(deadline) {
-		got, err := c.kube.CoreV1().Pods(armNamespace(a.name)).Create(ctx, benchPod(armNamespace(a.name), "probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		got, err := c.kube.CoreV1().Pods(armNamespace(a.name)).Create(ctx, a.pod("probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		switch {
 		case err != nil:
 			last = err.Error()
@@ -335,37 +398,153 @@ func (c *cluster) waitArm(ctx context.Context, a arm, timeout time.Duration) err
 	return fmt.Errorf("arm %s: Pods not admitted as expected within %s (last: %s)", a.name, timeout, last)
 }
 
-// sameAsGraceguard compares the Pods the native policy and graceguard
-// make of the typical Pod (dry runs): hooks, probes, grace, the record.
-func (c *cluster) sameAsGraceguard(ctx context.Context) (string, error) {
+// sameAsGraceguard compares the Pods a native policy's arm and graceguard's
+// arm make of the same Pod (dry runs, each in its arm's namespace): the
+// Pod both arms of the pair create, so that their ratio compares the same
+// work. See samePods for what is compared.
+func (c *cluster) sameAsGraceguard(ctx context.Context, graceguard, policy arm) (string, error) {
+	if graceguard.noProbePath != policy.noProbePath {
+		return "", fmt.Errorf("arms %s and %s create different Pods: they cannot be compared", graceguard.name, policy.name)
+	}
 	made := map[string]*corev1.Pod{}
-	for _, a := range []string{ArmGraceguard, ArmNativePolicy} {
-		got, err := c.kube.CoreV1().Pods(armNamespace(a)).Create(ctx, benchPod(armNamespace(a), "compare"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	for _, a := range []arm{graceguard, policy} {
+		got, err := c.kube.CoreV1().Pods(armNamespace(a.name)).Create(ctx, a.pod("compare"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
 			return "", err
 		}
-		made[a] = got
+		made[a.name] = got
 	}
-	g, n := made[ArmGraceguard], made[ArmNativePolicy]
+	return samePods(graceguard.pod("compare"), made[graceguard.name], made[policy.name])
+}
+
+// samePodsPrefix starts samePods' answer when the Pods agree.
+const samePodsPrefix = "the same"
+
+// samePods compares the Pods graceguard (g) and a native policy (n) made
+// of sent: the budget record, the grace, each container's lifecycle and
+// readiness probe, then every other field (so that a change graceguard
+// makes and the policy does not cannot hide), leaving out what the API
+// server sets per object (namespace, uid, creation time, managedFields)
+// and graceguard's graceguard.io/treated label, which marks the Pod for
+// its observer and which the policies do not add. The answer is a
+// sentence: "the same (...)" with what both did, or "differ: ..." with
+// each difference.
+func samePods(sent, g, n *corev1.Pod) (string, error) {
 	var diffs []string
 	if g.Annotations[mutate.AnnotationBudget] != n.Annotations[mutate.AnnotationBudget] {
 		diffs = append(diffs, fmt.Sprintf("budget %q vs %q", g.Annotations[mutate.AnnotationBudget], n.Annotations[mutate.AnnotationBudget]))
 	}
-	if *g.Spec.TerminationGracePeriodSeconds != *n.Spec.TerminationGracePeriodSeconds {
-		diffs = append(diffs, fmt.Sprintf("grace %d vs %d", *g.Spec.TerminationGracePeriodSeconds, *n.Spec.TerminationGracePeriodSeconds))
+	if gg, ng := g.Spec.TerminationGracePeriodSeconds, n.Spec.TerminationGracePeriodSeconds; (gg == nil) != (ng == nil) || gg != nil && *gg != *ng {
+		diffs = append(diffs, fmt.Sprintf("grace %s vs %s", int64Of(gg), int64Of(ng)))
 	}
+	if len(g.Spec.Containers) != len(n.Spec.Containers) || len(g.Spec.Containers) != len(sent.Spec.Containers) {
+		return "", fmt.Errorf("containers: sent %d, graceguard made %d, the policy %d", len(sent.Spec.Containers), len(g.Spec.Containers), len(n.Spec.Containers))
+	}
+	var hooked []string
+	var probed []string
+	sleep := int64(0)
 	for i := range g.Spec.Containers {
-		gc, nc := g.Spec.Containers[i], n.Spec.Containers[i]
+		gc, nc, sc := g.Spec.Containers[i], n.Spec.Containers[i], sent.Spec.Containers[i]
 		if !equality.Semantic.DeepEqual(gc.Lifecycle, nc.Lifecycle) {
 			diffs = append(diffs, gc.Name+" lifecycle differs")
 		}
 		if !equality.Semantic.DeepEqual(gc.ReadinessProbe, nc.ReadinessProbe) {
 			diffs = append(diffs, gc.Name+" readinessProbe differs")
 		}
+		if (sc.Lifecycle == nil || sc.Lifecycle.PreStop == nil) && gc.Lifecycle != nil && gc.Lifecycle.PreStop != nil && gc.Lifecycle.PreStop.Sleep != nil {
+			hooked, sleep = append(hooked, gc.Name), gc.Lifecycle.PreStop.Sleep.Seconds
+		}
+		if sc.ReadinessProbe == nil && gc.ReadinessProbe != nil {
+			probed = append(probed, gc.Name)
+		}
+	}
+	if len(diffs) == 0 {
+		rest, err := otherFieldsDiffer(g, n)
+		if err != nil {
+			return "", err
+		}
+		diffs = append(diffs, rest...)
 	}
 	if len(diffs) > 0 {
 		return "differ: " + strings.Join(diffs, "; "), nil
 	}
-	return fmt.Sprintf("the same (%s; a %ds preStop sleep on each of %d containers, a readiness probe on %s)",
-		g.Annotations[mutate.AnnotationBudget], g.Spec.Containers[0].Lifecycle.PreStop.Sleep.Seconds, len(g.Spec.Containers), g.Spec.Containers[0].Name), nil
+	probes := "no readiness probe added"
+	if len(probed) > 0 {
+		probes = "a readiness probe on " + strings.Join(probed, ", ")
+	}
+	return fmt.Sprintf("%s (%s; a %ds preStop sleep on each of %d containers, %s; every other field alike but graceguard's %s label)",
+		samePodsPrefix, g.Annotations[mutate.AnnotationBudget], sleep, len(hooked), probes, mutate.LabelTreated), nil
+}
+
+func int64Of(v *int64) string {
+	if v == nil {
+		return "unset"
+	}
+	return fmt.Sprint(*v)
+}
+
+// otherFieldsDiffer lists the JSON paths (a few) at which g and n differ,
+// without the fields the API server sets per object and graceguard's
+// treated label.
+func otherFieldsDiffer(g, n *corev1.Pod) ([]string, error) {
+	plain := func(p *corev1.Pod) (any, error) {
+		p = p.DeepCopy()
+		p.Namespace, p.UID, p.ResourceVersion, p.CreationTimestamp, p.ManagedFields, p.Generation = "", "", "", metav1.Time{}, nil, 0
+		delete(p.Labels, mutate.LabelTreated)
+		if len(p.Labels) == 0 {
+			p.Labels = nil
+		}
+		b, err := json.Marshal(p)
+		if err != nil {
+			return nil, err
+		}
+		var v any
+		return v, json.Unmarshal(b, &v)
+	}
+	gv, err := plain(g)
+	if err != nil {
+		return nil, err
+	}
+	nv, err := plain(n)
+	if err != nil {
+		return nil, err
+	}
+	var paths, out []string
+	jsonDiff("", gv, nv, &paths)
+	for _, p := range paths[:min(len(paths), 5)] {
+		out = append(out, p+" differs")
+	}
+	if len(paths) > 5 {
+		out = append(out, fmt.Sprintf("and %d more fields", len(paths)-5))
+	}
+	return out, nil
+}
+
+// jsonDiff appends to out the paths at which decoded JSON values a and b
+// differ.
+func jsonDiff(path string, a, b any, out *[]string) {
+	am, aok := a.(map[string]any)
+	bm, bok := b.(map[string]any)
+	if aok && bok {
+		for _, k := range slices.Sorted(maps.Keys(am)) {
+			jsonDiff(path+"."+k, am[k], bm[k], out)
+		}
+		for _, k := range slices.Sorted(maps.Keys(bm)) {
+			if _, ok := am[k]; !ok {
+				jsonDiff(path+"."+k, nil, bm[k], out)
+			}
+		}
+		return
+	}
+	as, aok := a.([]any)
+	bs, bok := b.([]any)
+	if aok && bok && len(as) == len(bs) {
+		for i := range as {
+			jsonDiff(fmt.Sprintf("%s[%d]", path, i), as[i], bs[i], out)
+		}
+		return
+	}
+	if !equality.Semantic.DeepEqual(a, b) {
+		*out = append(*out, strings.TrimPrefix(path, "."))
+	}
 }

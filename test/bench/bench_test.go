@@ -206,3 +206,58 @@ func TestPatchStepsFollowTheArms(t *testing.T) {
 		t.Errorf("two arms make no steps, got %q", got)
 	}
 }
+
+// Each ratio to a native policy is stated with the policy and the Pods it
+// was measured on, and says so when the pair did not compare the same work.
+func TestPolicyRatiosNameThePolicyAndThePods(t *testing.T) {
+	arm := func(name string, rate, p99 float64, rounds ...float64) ArmRun {
+		return ArmRun{Arm: name, Pods: 1000, Mutated: 1000, WantMutated: true, PodsPerSec: rate, RoundPodsPerSec: rounds, Latency: Percentile{P50: p99 / 3, P99: p99}}
+	}
+	c := &Creation{Rounds: 2, PodsPerRound: 500, Clients: 16,
+		NativePolicy:      "the same (routing=5s work=40s cleanup=2s margin=3s grace=50s; a 5s preStop sleep on each of 3 containers, a readiness probe on app)",
+		OneMutationPolicy: "the same (routing=5s work=40s cleanup=2s margin=3s grace=50s; a 5s preStop sleep on each of 3 containers, no readiness probe added)",
+		Arms: []ArmRun{
+			arm(ArmNone, 800, 40, 780, 820), arm(ArmNoopOneCall, 600, 60, 590, 610),
+			arm(ArmNativePolicy, 225, 300, 200, 250), arm(ArmNativeOneMutation, 500, 155, 480, 520),
+			arm(ArmGraceguard, 547, 100, 540, 554), arm(ArmGraceguardNoProbe, 550, 98, 540, 560),
+		}}
+	c.Arms[0].Mutated, c.Arms[1].Mutated = 0, 0
+	r := &Results{Machine: Machine{NProc: 2}, Creation: c}
+	md := r.Markdown()
+	if s := r.Summary(); !strings.Contains(s, "2.43× the two-mutation policy's rate") || !strings.Contains(s, "1.10× the one-mutation policy's rate") {
+		t.Errorf("the terminal summary lacks the ratios to the native policies:\n%s", s)
+	}
+	for _, want := range []string{
+		"**graceguard beside the native policies**, each ratio with the policy and the Pods it was measured on: as its chart installs it, graceguard creates Pods at 2.43× the two-mutation policy's rate on Pods with a readiness annotation " +
+			"(graceguard 547 vs native-policy 225 Pods/s, p99 100 vs 300 ms; rounds 2.22×–2.70×); " +
+			"and 1.10× the one-mutation policy's rate on Pods without one (graceguard-no-probe-pods 550 vs native-one-mutation 500 Pods/s, p99 98.0 vs 155 ms; rounds 1.08×–1.12×).",
+		"The one-mutation policy's Pods and graceguard's, compared on a dry run of the typical Pod without `graceguard.io/readiness-path`: the same (",
+		"| native-one-mutation | 500 |", "| graceguard-no-probe-pods | 550 |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the Markdown lacks %q:\n%s", want, md)
+		}
+	}
+
+	c.OneMutationPolicy = "differ: app readinessProbe differs"
+	c.Arms[5].Errors, c.Arms[5].Mutated = 3, 997
+	got := vsPolicies(c)
+	for _, want := range []string{"1.10× the one-mutation policy's rate on Pods without one",
+		"but graceguard-no-probe-pods had 3 errors and 997 of 1000 Pods with the record; the two arms did not make the same Pod of it"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("with the one-mutation pair flawed, the sentence %q does not say %q", got, want)
+		}
+	}
+	if strings.Contains(got, "policy's rate on Pods with a readiness annotation (graceguard 547 vs native-policy 225 Pods/s, p99 100 vs 300 ms; rounds 2.22×–2.70×), but") {
+		t.Errorf("the two-mutation pair is flawed in %q, though it is not", got)
+	}
+
+	// A run without the one-mutation pair (before it, or -arms leaving it
+	// out) renders the page it rendered before: no sentence.
+	c.Arms = c.Arms[:3]
+	c.Arms = append(c.Arms, arm(ArmGraceguard, 547, 100, 540, 554))
+	c.OneMutationPolicy = ""
+	if md := (&Results{Machine: Machine{NProc: 2}, Creation: c}).Markdown(); strings.Contains(md, "beside the native policies") || strings.Contains(md, "one-mutation") {
+		t.Errorf("a run without the one-mutation pair mentions it:\n%s", md)
+	}
+}

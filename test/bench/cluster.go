@@ -74,7 +74,9 @@ func startCluster(ctx context.Context, assets, dir, webhookBin, noopBin string) 
 	c := &cluster{}
 	c.APIServer, err = apiserver.StartAPIServer(ctx, apiserver.APIServerOptions{
 		AssetsDir: assets, ReleaseNamespace: releaseNamespace, Dir: dir, WebhookBinary: webhookBin,
-		EditWebhooks: func(w *chart.Webhooks) { excludeArms(*w, ArmNoopChart, ArmNoopPatch, ArmTwoCalls, ArmHTTP2) },
+		EditWebhooks: func(w *chart.Webhooks) {
+			excludeArms(*w, ArmNoopChart, ArmNoopPatch, ArmTwoCalls, ArmHTTP2, ArmGraceguardNoProbe)
+		},
 	})
 	if err != nil {
 		return nil, err
@@ -86,6 +88,10 @@ func startCluster(ctx context.Context, assets, dir, webhookBin, noopBin string) 
 	}()
 	c.rest = rest.CopyConfig(c.Config)
 	c.rest.QPS, c.rest.Burst = 5000, 5000
+	// graceguard warns of every Pod of ArmGraceguardNoProbe (its serving
+	// container has no readiness probe): client-go would log each, a line
+	// per Pod. The warnings still travel; only their printing is dropped.
+	c.rest.WarningHandler = rest.NoWarnings{}
 	if c.kube, err = kubernetes.NewForConfig(c.rest); err != nil {
 		return c, err
 	}

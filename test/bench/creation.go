@@ -20,18 +20,27 @@ import (
 
 	"github.com/graceguard/graceguard/internal/fixture"
 	"github.com/graceguard/graceguard/pkg/mutate"
+	"github.com/graceguard/graceguard/test/harness/proc"
 )
 
 // nsCreateWithout is a namespace no webhook selects, for the managedFields
 // check.
 const nsCreateWithout = "bench-create-without"
 
-// measureCreation measures every arm, then (SerialPods) a few arms with one
-// client, and compares the native policy's Pods with graceguard's.
+// measureCreation compares each native policy's Pods with graceguard's on
+// the Pods their arms create, then measures every arm, then (SerialPods) a
+// few arms with one client.
 func (c *cluster) measureCreation(ctx context.Context, as []arm, o Options, logf func(string, ...any)) (*Creation, error) {
 	cr := &Creation{Rounds: o.Rounds, PodsPerRound: o.PodsPerRound, Clients: o.Clients, SerialPods: o.SerialPods}
+	byName := map[string]arm{}
+	for _, a := range arms() {
+		byName[a.name] = a
+	}
 	var err error
-	if cr.NativePolicy, err = c.sameAsGraceguard(ctx); err != nil {
+	if cr.NativePolicy, err = c.sameAsGraceguard(ctx, byName[ArmGraceguard], byName[ArmNativePolicy]); err != nil {
+		return cr, err
+	}
+	if cr.OneMutationPolicy, err = c.sameAsGraceguard(ctx, byName[ArmGraceguardNoProbe], byName[ArmNativeOneMutation]); err != nil {
 		return cr, err
 	}
 	runs, counts, err := c.measureArms(ctx, as, o.Rounds, o.PodsPerRound, o.Clients)
@@ -82,13 +91,13 @@ func rounded(vs []float64) string {
 // through the run. It reads the API server's own counts of webhook calls,
 // matchCondition skips and latencies over the measured rounds.
 func (c *cluster) measureArms(ctx context.Context, as []arm, rounds, perRound, clients int) ([]ArmRun, map[string]admissionCount, error) {
-	procs := children("kube-apiserver", "etcd")
+	procs := proc.Children("kube-apiserver", "etcd")
 	for k, v := range map[string]int{procGraceguard: c.Webhook.PID(), procHTTP2: c.http2.PID(), procNoop: c.noop.PID(), procClient: os.Getpid()} {
 		procs[k] = v
 	}
 	// Warm every path (connections, the webhooks' first calls), unmeasured.
 	for _, a := range as {
-		if _, err := c.createPods(ctx, armNamespace(a.name), "warm", clients, clients); err != nil {
+		if _, err := c.createPods(ctx, a, "warm", clients, clients); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -114,7 +123,7 @@ func (c *cluster) measureArms(ctx context.Context, as []arm, rounds, perRound, c
 		for _, i := range order {
 			settle(procs)
 			cpu0 := cpuTimes(procs)
-			got, err := c.createPods(ctx, armNamespace(as[i].name), fmt.Sprintf("r%d", r), perRound, clients)
+			got, err := c.createPods(ctx, as[i], fmt.Sprintf("r%d", r), perRound, clients)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -244,15 +253,17 @@ func (c *creations) summary(a arm) ArmRun {
 func cpuTimes(pids map[string]int) map[string]time.Duration {
 	out := map[string]time.Duration{}
 	for name, pid := range pids {
-		if t, err := cpuTime(pid); err == nil {
+		if t, err := proc.CPUTime(pid); err == nil {
 			out[name] = t
 		}
 	}
 	return out
 }
 
-// createPods creates n typical Pods in ns with clients concurrent clients.
-func (c *cluster) createPods(ctx context.Context, ns, prefix string, n, clients int) (creations, error) {
+// createPods creates n of the arm's Pods in its namespace with clients
+// concurrent clients.
+func (c *cluster) createPods(ctx context.Context, a arm, prefix string, n, clients int) (creations, error) {
+	ns := armNamespace(a.name)
 	var (
 		mu   sync.Mutex
 		out  creations
@@ -266,7 +277,7 @@ func (c *cluster) createPods(ctx context.Context, ns, prefix string, n, clients 
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
-				p := benchPod(ns, fmt.Sprintf("%s-%04d", prefix, i))
+				p := a.pod(fmt.Sprintf("%s-%04d", prefix, i))
 				t0 := time.Now()
 				got, err := c.kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
 				d := time.Since(t0)

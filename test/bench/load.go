@@ -12,8 +12,10 @@ import (
 	"slices"
 	"time"
 
-	"github.com/graceguard/graceguard/test/harness/apiserver"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/graceguard/graceguard/test/harness/apiserver"
+	"github.com/graceguard/graceguard/test/harness/proc"
 )
 
 // target is a webhook server under load: where to send reviews, which
@@ -72,10 +74,10 @@ func (t *target) run(ctx context.Context, s loadSpec) (LoadRun, error) {
 	if s.warmup > 0 {
 		t.attack(ctx, s, s.warmup, nil)
 	}
-	if err := resetPeak(pid); err != nil {
+	if err := proc.ResetPeak(pid); err != nil {
 		return LoadRun{}, fmt.Errorf("resetting the peak RSS of %s: %w", t.name, err)
 	}
-	cpu0, err := cpuTime(pid)
+	cpu0, err := proc.CPUTime(pid)
 	if err != nil {
 		return LoadRun{}, err
 	}
@@ -96,11 +98,11 @@ func (t *target) run(ctx context.Context, s loadSpec) (LoadRun, error) {
 		}
 	})
 	wall := time.Since(start)
-	cpu1, err := cpuTime(pid)
+	cpu1, err := proc.CPUTime(pid)
 	if err != nil {
 		return LoadRun{}, err
 	}
-	mem, err := readMemory(pid)
+	mem, err := proc.ReadMemory(pid)
 	if err != nil {
 		return LoadRun{}, err
 	}

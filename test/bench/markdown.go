@@ -67,6 +67,11 @@ type creationPage struct {
 	Spread                        *creationSpread
 	NativePolicy, SVG             string
 	SerialPods                    int
+	// OneMutationPolicy compares the one-mutation policy's Pods with
+	// graceguard's; VsPolicies states graceguard's ratio to each native
+	// policy with the Pods it was measured on. Both are "" in a run
+	// without the one-mutation pair.
+	OneMutationPolicy, VsPolicies string
 }
 
 // creationSpread is how far the rounds stray: the worst arm's spread and
@@ -132,25 +137,25 @@ func (r *Results) page() page {
 
 func (r *Results) machineTable() *table {
 	m := r.Machine
-	mt := &table{head: []string{"", ""}}
-	mt.add("CPUs (`nproc`)", fmt.Sprint(m.NProc))
-	mt.add("CPU model", m.CPUModel)
-	mt.add("memory", fmt.Sprintf("%.1f GiB", m.MemoryGiB))
-	mt.add("kernel", m.Kernel)
-	mt.add("Go", m.GoVersion)
+	mt := &table{Head: []string{"", ""}}
+	mt.Add("CPUs (`nproc`)", fmt.Sprint(m.NProc))
+	mt.Add("CPU model", m.CPUModel)
+	mt.Add("memory", fmt.Sprintf("%.1f GiB", m.MemoryGiB))
+	mt.Add("kernel", m.Kernel)
+	mt.Add("Go", m.GoVersion)
 	if m.KubeAPIServer != "" {
-		mt.add("kube-apiserver (envtest)", m.KubeAPIServer)
+		mt.Add("kube-apiserver (envtest)", m.KubeAPIServer)
 	}
-	mt.add("load average at start (1, 5, 15 min)", fmt.Sprintf("%.2f, %.2f, %.2f", m.LoadAvgStart[0], m.LoadAvgStart[1], m.LoadAvgStart[2]))
-	mt.add("load average at end", fmt.Sprintf("%.2f, %.2f, %.2f", m.LoadAvgEnd[0], m.LoadAvgEnd[1], m.LoadAvgEnd[2]))
+	mt.Add("load average at start (1, 5, 15 min)", fmt.Sprintf("%.2f, %.2f, %.2f", m.LoadAvgStart[0], m.LoadAvgStart[1], m.LoadAvgStart[2]))
+	mt.Add("load average at end", fmt.Sprintf("%.2f, %.2f, %.2f", m.LoadAvgEnd[0], m.LoadAvgEnd[1], m.LoadAvgEnd[2]))
 	if m.WaitedForLoadSeconds > 0 {
-		mt.add("waited for the load to drop", fmt.Sprintf("%.0f s", m.WaitedForLoadSeconds))
+		mt.Add("waited for the load to drop", fmt.Sprintf("%.0f s", m.WaitedForLoadSeconds))
 	}
 	return mt
 }
 
 func (r *Results) targetTable() *table {
-	tt := &table{head: []string{"Goal", "Measured", "Result"}}
+	tt := &table{Head: []string{"Goal", "Measured", "Result"}}
 	for _, t := range r.Targets {
 		res := "**missed**"
 		switch {
@@ -159,7 +164,7 @@ func (r *Results) targetTable() *table {
 		case t.Met:
 			res = "met"
 		}
-		tt.add(t.Goal, t.Measured, res)
+		tt.Add(t.Goal, t.Measured, res)
 	}
 	return tt
 }
@@ -169,16 +174,16 @@ func (r *Results) loadPage() loadPage {
 	if len(r.Load) == 0 {
 		return lp
 	}
-	lp.Runs = &table{head: []string{"Offered", "Server", "Throughput (req/s)", "p50 (ms)", "p99 (ms)", "p99.9 (ms)", "max (ms)", "Errors", "CPU (cores)", "CPU / req (µs)", "Peak RSS (MiB)"}, right: seq(2, 10)}
-	lp.Ratios = &table{head: []string{"Offered", "Throughput", "p50", "p99", "p99.9", "CPU / req", "Peak RSS"}, right: seq(1, 6)}
+	lp.Runs = &table{Head: []string{"Offered", "Server", "Throughput (req/s)", "p50 (ms)", "p99 (ms)", "p99.9 (ms)", "max (ms)", "Errors", "CPU (cores)", "CPU / req (µs)", "Peak RSS (MiB)"}, Right: seq(2, 10)}
+	lp.Ratios = &table{Head: []string{"Offered", "Throughput", "p50", "p99", "p99.9", "CPU / req", "Peak RSS"}, Right: seq(1, 6)}
 	for _, l := range r.Load {
-		lp.Runs.add(rateName(l.Rate, l.Workers), l.Server, num(l.Throughput), num(l.Latency.P50), num(l.Latency.P99), num(l.Latency.P999),
+		lp.Runs.Add(rateName(l.Rate, l.Workers), l.Server, num(l.Throughput), num(l.Latency.P50), num(l.Latency.P99), num(l.Latency.P999),
 			num(l.Latency.Max), fmt.Sprintf("%d / %d", l.Errors, l.Requests), num(l.Cores), num(l.CPUPerRequestUs), num(l.PeakRSSMiB))
 		for _, e := range l.ErrorSamples {
 			lp.Errors = append(lp.Errors, loadError{l.Server, rateName(l.Rate, l.Workers), e})
 		}
 		if b, ok := r.loadRun(ServerBaseline, l.Rate); ok && l.Server == ServerGraceguard {
-			lp.Ratios.add(rateName(l.Rate, l.Workers), ratio(l.Throughput, b.Throughput), ratio(l.Latency.P50, b.Latency.P50), ratio(l.Latency.P99, b.Latency.P99),
+			lp.Ratios.Add(rateName(l.Rate, l.Workers), ratio(l.Throughput, b.Throughput), ratio(l.Latency.P50, b.Latency.P50), ratio(l.Latency.P99, b.Latency.P99),
 				ratio(l.Latency.P999, b.Latency.P999), ratio(l.CPUPerRequestUs, b.CPUPerRequestUs), ratio(l.PeakRSSMiB, b.PeakRSSMiB))
 		}
 	}
@@ -200,14 +205,14 @@ var goBenchRows = []struct{ bench, handler, what string }{
 
 func (r *Results) goBenchPage() goBenchPage {
 	gp := goBenchPage{ManagedFields: r.ManagedFields}
-	gp.Pods = &table{head: []string{"Pod", "Containers", "Env vars", "Pod JSON", "with managedFields", "AdmissionReview JSON"}, right: seq(1, 5)}
+	gp.Pods = &table{Head: []string{"Pod", "Containers", "Env vars", "Pod JSON", "with managedFields", "AdmissionReview JSON"}, Right: seq(1, 5)}
 	for _, ps := range r.Pods {
-		gp.Pods.add(ps.Name, fmt.Sprint(ps.Containers), fmt.Sprint(ps.EnvVars), bytesize(float64(ps.SpecBytes)), bytesize(float64(ps.PodBytes)), bytesize(float64(ps.ReviewBytes)))
+		gp.Pods.Add(ps.Name, fmt.Sprint(ps.Containers), fmt.Sprint(ps.EnvVars), bytesize(float64(ps.SpecBytes)), bytesize(float64(ps.PodBytes)), bytesize(float64(ps.ReviewBytes)))
 	}
 	if len(r.GoBench) == 0 {
 		return gp
 	}
-	gp.Bench = &table{head: []string{"Pod", "What", "Time / op", "vs noop", "B / op", "allocs / op"}, right: seq(2, 5)}
+	gp.Bench = &table{Head: []string{"Pod", "What", "Time / op", "vs noop", "B / op", "allocs / op"}, Right: seq(2, 5)}
 	for _, ps := range r.Pods {
 		noop, hasNoop := findBench(r.GoBench, "BenchmarkServe/pod="+ps.Name+"/handler=noop")
 		for _, row := range goBenchRows {
@@ -223,7 +228,7 @@ func (r *Results) goBenchPage() goBenchPage {
 			if hasNoop && strings.HasPrefix(row.what, "handler") && !strings.Contains(row.what, "noop") {
 				vs = ratio(gb.NsPerOp, noop.NsPerOp)
 			}
-			gp.Bench.add(ps.Name, row.what, duration(gb.NsPerOp), vs, bytesize(gb.BytesPerOp), count(gb.AllocsPerOp))
+			gp.Bench.Add(ps.Name, row.what, duration(gb.NsPerOp), vs, bytesize(gb.BytesPerOp), count(gb.AllocsPerOp))
 		}
 	}
 	return gp
@@ -238,17 +243,18 @@ func (r *Results) creationPage() *creationPage {
 		Typical: r.podDesc("typical"), KubeAPIServer: r.Machine.KubeAPIServer, Clients: c.Clients, Rounds: c.Rounds, PodsPerRound: c.PodsPerRound,
 		Arms: c.Arms, Table: creationTable(c), CPU: creationCPUTable(c), NativePolicy: c.NativePolicy, SVG: docArmsSVG,
 		Webhooks: webhookTable(c), Serial: serialTable(c), SerialPods: c.SerialPods,
+		OneMutationPolicy: c.OneMutationPolicy, VsPolicies: vsPolicies(c),
 	}
 	none, okNone := c.arm(ArmNone)
 	noop, okNoop := c.arm(ArmNoopOneCall)
 	if !okNone || !okNoop {
 		return cp
 	}
-	cp.Ratios = &table{head: []string{"Arm", "Pods/s ÷ none", "p50 ÷ none", "p99 ÷ none", "Pods/s ÷ no-op one call", "p50 ÷ no-op one call", "rounds: Pods/s ÷ none"}, right: seq(1, 6)}
+	cp.Ratios = &table{Head: []string{"Arm", "Pods/s ÷ none", "p50 ÷ none", "p99 ÷ none", "Pods/s ÷ no-op one call", "p50 ÷ no-op one call", "rounds: Pods/s ÷ none"}, Right: seq(1, 6)}
 	var worst ArmRun
 	worstRel := -1.0
 	for _, a := range c.Arms {
-		cp.Ratios.add(a.Arm, ratio(a.PodsPerSec, none.PodsPerSec), ratio(a.Latency.P50, none.Latency.P50), ratio(a.Latency.P99, none.Latency.P99),
+		cp.Ratios.Add(a.Arm, ratio(a.PodsPerSec, none.PodsPerSec), ratio(a.Latency.P50, none.Latency.P50), ratio(a.Latency.P99, none.Latency.P99),
 			ratio(a.PodsPerSec, noop.PodsPerSec), ratio(a.Latency.P50, noop.Latency.P50), roundsRange(a, none))
 		if rel, _, _ := spread(a.RoundPodsPerSec); rel > worstRel {
 			worst, worstRel = a, rel
@@ -261,17 +267,60 @@ func (r *Results) creationPage() *creationPage {
 	return cp
 }
 
+// vsPolicies is graceguard's creation rate over each native policy's, each
+// stated with the policy and the Pods both arms of the pair created: the
+// two-mutation policy beside graceguard on the typical Pod (which carries
+// graceguard.io/readiness-path), the one-mutation policy beside graceguard
+// on the typical Pod without it. A pair whose arms did not admit every Pod
+// as they should, or made different Pods of it, says so. "" when the
+// one-mutation pair was not run (a run before it, or -arms leaving it out).
+func vsPolicies(c *Creation) string {
+	if _, ok := c.arm(ArmNativeOneMutation); !ok {
+		return ""
+	}
+	var clauses []string
+	for _, pr := range []struct{ g, p, policy, pods, compared string }{
+		{ArmGraceguard, ArmNativePolicy, "the two-mutation policy's", "with a readiness annotation", c.NativePolicy},
+		{ArmGraceguardNoProbe, ArmNativeOneMutation, "the one-mutation policy's", "without one", c.OneMutationPolicy},
+	} {
+		g, okG := c.arm(pr.g)
+		p, okP := c.arm(pr.p)
+		if !okG || !okP {
+			continue
+		}
+		s := fmt.Sprintf("%s %s rate on Pods %s (%s %s vs %s %s Pods/s, p99 %s vs %s ms; rounds %s)", ratio(g.PodsPerSec, p.PodsPerSec), pr.policy, pr.pods,
+			g.Arm, num(g.PodsPerSec), p.Arm, num(p.PodsPerSec), num(g.Latency.P99), num(p.Latency.P99), roundsRange(g, p))
+		var flaws []string
+		for _, a := range []ArmRun{g, p} {
+			if a.Errors > 0 || a.Mutated != a.Pods {
+				flaws = append(flaws, fmt.Sprintf("%s had %d errors and %d of %d Pods with the record", a.Arm, a.Errors, a.Mutated, a.Pods))
+			}
+		}
+		if !strings.HasPrefix(pr.compared, samePodsPrefix) {
+			flaws = append(flaws, "the two arms did not make the same Pod of it (below), so the ratio does not compare the same work")
+		}
+		if len(flaws) > 0 {
+			s += ", but " + strings.Join(flaws, "; ")
+		}
+		clauses = append(clauses, s)
+	}
+	if len(clauses) == 0 {
+		return ""
+	}
+	return "as its chart installs it, graceguard creates Pods at " + strings.Join(clauses, "; and ") + "."
+}
+
 func creationTable(c *Creation) *table {
-	ct := &table{head: []string{"Arm", "Pods/s", "rounds (Pods/s)", "p50 (ms)", "p99 (ms)", "Errors", "With the record", "Webhook calls / Pod"}, right: seq(1, 7)}
+	ct := &table{Head: []string{"Arm", "Pods/s", "rounds (Pods/s)", "p50 (ms)", "p99 (ms)", "Errors", "With the record", "Webhook calls / Pod"}, Right: seq(1, 7)}
 	for _, a := range c.Arms {
-		ct.add(a.Arm, num(a.PodsPerSec), rangeOf(a.RoundPodsPerSec, num), num(a.Latency.P50), num(a.Latency.P99),
+		ct.Add(a.Arm, num(a.PodsPerSec), rangeOf(a.RoundPodsPerSec, num), num(a.Latency.P50), num(a.Latency.P99),
 			fmt.Sprint(a.Errors), fmt.Sprintf("%d of %d", a.Mutated, a.Pods), num(a.CallsPerPod))
 	}
 	return ct
 }
 
 func creationCPUTable(c *Creation) *table {
-	cpt := &table{head: append(append([]string{"Arm"}, procOrder...), "total"), right: seq(1, len(procOrder)+1)}
+	cpt := &table{Head: append(append([]string{"Arm"}, procOrder...), "total"), Right: seq(1, len(procOrder)+1)}
 	for _, a := range c.Arms {
 		cells := []string{a.Arm}
 		for _, pr := range procOrder {
@@ -281,7 +330,7 @@ func creationCPUTable(c *Creation) *table {
 				cells = append(cells, "–")
 			}
 		}
-		cpt.add(append(cells, num(a.cpuTotal()))...)
+		cpt.Add(append(cells, num(a.cpuTotal()))...)
 	}
 	return cpt
 }
@@ -292,7 +341,7 @@ func webhookTable(c *Creation) *table {
 	if len(c.Webhooks) == 0 {
 		return nil
 	}
-	wt := &table{head: []string{"Webhook", "Calls", "Skipped by a matchCondition", "Mean (ms)", "p50 ≤ (s)", "p99 ≤ (s)"}, right: seq(1, 5)}
+	wt := &table{Head: []string{"Webhook", "Calls", "Skipped by a matchCondition", "Mean (ms)", "p50 ≤ (s)", "p99 ≤ (s)"}, Right: seq(1, 5)}
 	for _, w := range c.Webhooks {
 		if w.Count == 0 && w.Skipped == 0 {
 			continue
@@ -301,7 +350,7 @@ func webhookTable(c *Creation) *table {
 		if w.Count > 0 {
 			mean, p50, p99 = num(w.MeanMs), num(w.P50Le), num(w.P99Le)
 		}
-		wt.add(w.Name, fmt.Sprint(w.Count), fmt.Sprint(w.Skipped), mean, p50, p99)
+		wt.Add(w.Name, fmt.Sprint(w.Count), fmt.Sprint(w.Skipped), mean, p50, p99)
 	}
 	return wt
 }
@@ -311,9 +360,9 @@ func serialTable(c *Creation) *table {
 	if len(c.Serial) == 0 {
 		return nil
 	}
-	st := &table{head: []string{"one client", "Pods/s", "p50 (ms)", "p99 (ms)", "Errors", "With the record"}, right: seq(1, 5)}
+	st := &table{Head: []string{"one client", "Pods/s", "p50 (ms)", "p99 (ms)", "Errors", "With the record"}, Right: seq(1, 5)}
 	for _, a := range c.Serial {
-		st.add(a.Arm, num(a.PodsPerSec), num(a.Latency.P50), num(a.Latency.P99), fmt.Sprint(a.Errors), fmt.Sprintf("%d of %d", a.Mutated, a.Pods))
+		st.Add(a.Arm, num(a.PodsPerSec), num(a.Latency.P50), num(a.Latency.P99), fmt.Sprint(a.Errors), fmt.Sprintf("%d of %d", a.Mutated, a.Pods))
 	}
 	return st
 }
@@ -335,7 +384,7 @@ func (r *Results) scalingPage() scalingPage {
 // sizeTable is the engine and the handler against the Pod's size; nil
 // when not measured.
 func (r *Results) sizeTable() *table {
-	st := &table{head: []string{"Pod", "Pod JSON", "Engine time", "Engine allocs", "Handler time", "Handler allocs", "Handler B / op"}, right: seq(1, 6)}
+	st := &table{Head: []string{"Pod", "Pod JSON", "Engine time", "Engine allocs", "Handler time", "Handler allocs", "Handler B / op"}, Right: seq(1, 6)}
 	for _, dim := range []string{"containers", "env"} {
 		hnd := sweep(r.GoBench, "BenchmarkServeScaling", dim)
 		for _, e := range sweep(r.GoBench, "BenchmarkMutateScaling", dim) {
@@ -345,10 +394,10 @@ func (r *Results) sizeTable() *table {
 					row[4], row[5], row[6] = duration(h.b.NsPerOp), count(h.b.AllocsPerOp), bytesize(h.b.BytesPerOp)
 				}
 			}
-			st.add(row...)
+			st.Add(row...)
 		}
 	}
-	if len(st.rows) == 0 {
+	if len(st.Rows) == 0 {
 		return nil
 	}
 	return st
@@ -371,13 +420,13 @@ func (r *Results) namespaceTable() *table {
 	if len(r.Namespaces) == 0 {
 		return nil
 	}
-	nt := &table{head: []string{"Namespaces", "Lookup time", "Lookup allocs", "Lookup B / op", "Bench heap (MiB)", "Webhook p50 (ms)", "p99 (ms)", "CPU / req (µs)", "RSS (MiB)", "Peak RSS (MiB)"}, right: seq(0, 9)}
+	nt := &table{Head: []string{"Namespaces", "Lookup time", "Lookup allocs", "Lookup B / op", "Bench heap (MiB)", "Webhook p50 (ms)", "p99 (ms)", "CPU / req (µs)", "RSS (MiB)", "Peak RSS (MiB)"}, Right: seq(0, 9)}
 	for _, n := range r.Namespaces {
 		row := []string{fmt.Sprint(n.Namespaces), duration(n.LookupNsPerOp), fmt.Sprint(n.LookupAllocsPerOp), bytesize(float64(n.LookupBytesPerOp)), num(n.HeapMiB), "", "", "", "", ""}
 		if l := n.Load; l != nil {
 			row[5], row[6], row[7], row[8], row[9] = num(l.Latency.P50), num(l.Latency.P99), num(l.CPUPerRequestUs), num(l.RSSMiB), num(l.PeakRSSMiB)
 		}
-		nt.add(row...)
+		nt.Add(row...)
 	}
 	return nt
 }
@@ -388,9 +437,9 @@ func (r *Results) observerPage() *observerPage {
 		return nil
 	}
 	op := &observerPage{Run: ob, Churn: ob.Churn}
-	op.Steps = &table{head: []string{"", "observer: Pods cached", "RSS (MiB)", "heap (MiB)", "all-Pods cache: Pods cached", "RSS (MiB)", "heap (MiB)"}, right: seq(1, 6)}
+	op.Steps = &table{Head: []string{"", "observer: Pods cached", "RSS (MiB)", "heap (MiB)", "all-Pods cache: Pods cached", "RSS (MiB)", "heap (MiB)"}, Right: seq(1, 6)}
 	for _, s := range ob.Steps {
-		op.Steps.add(s.Name, fmt.Sprint(s.Observer.CachedPods), num(s.Observer.RSSMiB), num(s.Observer.HeapInuseMiB),
+		op.Steps.Add(s.Name, fmt.Sprint(s.Observer.CachedPods), num(s.Observer.RSSMiB), num(s.Observer.HeapInuseMiB),
 			fmt.Sprint(s.AllPods.CachedPods), num(s.AllPods.RSSMiB), num(s.AllPods.HeapInuseMiB))
 	}
 	if len(ob.Steps) >= 2 && ob.TreatedPods > 0 {
@@ -401,9 +450,9 @@ func (r *Results) observerPage() *observerPage {
 		}
 	}
 	if c := ob.Churn; c != nil {
-		op.ChurnCPU = &table{head: []string{"over the deletions", "CPU (cores)", "CPU per deletion (ms)", "peak RSS (MiB)"}, right: seq(1, 3)}
-		op.ChurnCPU.add("observer", num(c.Observer.Cores), num(c.Observer.CPUMsPerDeletion), num(c.Observer.PeakRSSMiB))
-		op.ChurnCPU.add("all-Pods cache", num(c.AllPods.Cores), num(c.AllPods.CPUMsPerDeletion), num(c.AllPods.PeakRSSMiB))
+		op.ChurnCPU = &table{Head: []string{"over the deletions", "CPU (cores)", "CPU per deletion (ms)", "peak RSS (MiB)"}, Right: seq(1, 3)}
+		op.ChurnCPU.Add("observer", num(c.Observer.Cores), num(c.Observer.CPUMsPerDeletion), num(c.Observer.PeakRSSMiB))
+		op.ChurnCPU.Add("all-Pods cache", num(c.AllPods.Cores), num(c.AllPods.CPUMsPerDeletion), num(c.AllPods.PeakRSSMiB))
 		op.Interval = num(1000 / float64(c.TargetRate))
 		op.Due = c.TargetRate * int(math.Round(c.Seconds))
 	}

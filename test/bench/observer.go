@@ -30,6 +30,7 @@ import (
 	"github.com/graceguard/graceguard/internal/freeport"
 	"github.com/graceguard/graceguard/pkg/mutate"
 	"github.com/graceguard/graceguard/test/harness/apiserver"
+	"github.com/graceguard/graceguard/test/harness/proc"
 )
 
 // Namespaces of the observer phase.
@@ -126,7 +127,7 @@ func (r *Results) observerPhase(ctx context.Context, o Options, c *cluster, webh
 			}
 			// Let the informer's list settle into the steady state.
 			time.Sleep(2 * time.Second)
-			mem, err := readMemory(x.p.PID())
+			mem, err := proc.ReadMemory(x.p.PID())
 			if err != nil {
 				return err
 			}
@@ -330,8 +331,8 @@ func (c *cluster) churn(ctx context.Context, o Options, live []livePod, owners [
 	}
 	var cpu0 []time.Duration
 	for _, p := range procs {
-		_ = resetPeak(p.PID())
-		t, err := cpuTime(p.PID())
+		_ = proc.ResetPeak(p.PID())
+		t, err := proc.CPUTime(p.PID())
 		if err != nil {
 			return nil, err
 		}
@@ -401,11 +402,11 @@ func (c *cluster) churn(ctx context.Context, o Options, live []livePod, owners [
 		ch.ErrorSample = sample.Error()
 	}
 	for i, p := range procs {
-		t, err := cpuTime(p.PID())
+		t, err := proc.CPUTime(p.PID())
 		if err != nil {
 			return nil, err
 		}
-		mem, err := readMemory(p.PID())
+		mem, err := proc.ReadMemory(p.PID())
 		if err != nil {
 			return nil, err
 		}

@@ -149,8 +149,12 @@ type Creation struct {
 	// their matchConditions kept from them.
 	Webhooks []WebhookLatency `json:"webhooks"`
 	// NativePolicy compares the Pods the native policy and graceguard make
-	// of the typical Pod.
-	NativePolicy string `json:"nativePolicyVsGraceguard"`
+	// of the typical Pod; OneMutationPolicy those the one-mutation policy
+	// and graceguard make of the typical Pod without
+	// graceguard.io/readiness-path (ArmNativeOneMutation,
+	// ArmGraceguardNoProbe).
+	NativePolicy      string `json:"nativePolicyVsGraceguard"`
+	OneMutationPolicy string `json:"oneMutationPolicyVsGraceguard,omitempty"`
 	// Serial are SerialPods creations by one client per arm of a few arms:
 	// the latency a Pod's creation gains when the machine is not saturated.
 	SerialPods int      `json:"serialPods"`

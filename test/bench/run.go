@@ -17,6 +17,7 @@ import (
 	"github.com/graceguard/graceguard/internal/fixture"
 	"github.com/graceguard/graceguard/pkg/webhook"
 	"github.com/graceguard/graceguard/test/harness/apiserver"
+	"github.com/graceguard/graceguard/test/harness/proc"
 )
 
 // Options configure a run; cmd/bench binds them to flags.
@@ -107,7 +108,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		waited := waitForLoad(ctx, o.WaitLoad, o.WaitTimeout, logf)
 		r.Machine.WaitedForLoadSeconds = waited.Seconds()
 	}
-	r.Machine.LoadAvgStart, _ = loadAvg()
+	r.Machine.LoadAvgStart, _ = proc.LoadAvg()
 	if r.Machine.LoadAvgStart[0] > float64(r.Machine.NProc)*0.75 {
 		r.caveat("the 1-minute load average was %.2f at the start on %d CPUs: other work shared the machine, so latencies and throughput are pessimistic",
 			r.Machine.LoadAvgStart[0], r.Machine.NProc)
@@ -131,7 +132,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		}
 	}
 
-	r.Machine.LoadAvgEnd, _ = loadAvg()
+	r.Machine.LoadAvgEnd, _ = proc.LoadAvg()
 	r.Seconds = time.Since(start).Seconds()
 	r.Targets = evaluate(r)
 	if o.OutDir != "" {
@@ -337,9 +338,9 @@ func rateName(rate, workers int) string {
 func machine() Machine {
 	return Machine{
 		NProc:     runtime.NumCPU(),
-		CPUModel:  cpuModel(),
-		MemoryGiB: float64(memTotal()) / (1 << 30),
-		Kernel:    kernel(),
+		CPUModel:  proc.CPUModel(),
+		MemoryGiB: float64(proc.MemTotal()) / (1 << 30),
+		Kernel:    proc.Kernel(),
 		GoVersion: goVersion(),
 	}
 }
@@ -357,7 +358,7 @@ func goVersion() string {
 func waitForLoad(ctx context.Context, limit float64, timeout time.Duration, logf func(string, ...any)) time.Duration {
 	start := time.Now()
 	for {
-		l, err := loadAvg()
+		l, err := proc.LoadAvg()
 		if err != nil || l[0] < limit {
 			return time.Since(start)
 		}

@@ -238,7 +238,7 @@ func (r *Results) ArmsSVG() string {
 			color = "#1f5fa8"
 		case strings.HasPrefix(a.Arm, "graceguard"):
 			color = "#6f9bd1"
-		case a.Arm == ArmNativePolicy:
+		case a.Arm == ArmNativePolicy, a.Arm == ArmNativeOneMutation:
 			color = "#2e8b57"
 		case strings.HasPrefix(a.Arm, "noop"):
 			color = "#d9730d"

@@ -88,6 +88,9 @@ var _ = Describe("cert-manager mode", Ordered, func() {
 		DeferCleanup(func() {
 			un := action.NewUninstall(uninstallCfg)
 			un.WaitStrategy = helmkube.HookOnlyStrategy
+			// No kubelet runs the pre-delete Job here (`helm uninstall
+			// --no-hooks`); test/chart runs it.
+			un.DisableHooks = true
 			_, err := un.Run(release)
 			Expect(err).NotTo(HaveOccurred(), "helm uninstall")
 		})
@@ -110,7 +113,7 @@ var _ = Describe("cert-manager mode", Ordered, func() {
 		// Secret and no webhook configuration, and must be all it needs.
 		sa := "system:serviceaccount:" + releaseNS + ":" + d.Spec.Template.Spec.ServiceAccountName
 		port, health = startReplica(d.Spec.Template.Spec.Containers[0].Args, dir, writeKubeconfig(restConfig, sa))
-		network.route(service, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		network.RouteService(svc, svc.Spec.Ports[0].Port, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		Eventually(func() int { return apiserver.Readyz(health) }, time.Minute, 100*time.Millisecond).Should(Equal(http.StatusOK))
 	})
 
@@ -134,9 +137,9 @@ var _ = Describe("cert-manager mode", Ordered, func() {
 
 		By("a Pod in an opted-in namespace is admitted through the Service, mutated and validated")
 		ns := optedIn(ctx, "gg-cm")
-		before := network.connections(service)
+		before := network.Connections(service)
 		admit(ctx, ns, "before-renewal")
-		Expect(network.connections(service)).To(BeNumerically(">", before), "the API server did not call graceguard through its Service")
+		Expect(network.Connections(service)).To(BeNumerically(">", before), "the API server did not call graceguard through its Service")
 	})
 
 	It("survives a renewal: the new certificate (new serial, same CA) is served and Pods are still admitted", func(ctx SpecContext) {
@@ -169,11 +172,11 @@ var _ = Describe("cert-manager mode", Ordered, func() {
 		// The API server keeps its connections to webhooks alive, and a
 		// live TLS connection never sees a new certificate: drop them, as
 		// a network blip or a replica restart would.
-		network.reset()
+		network.Reset()
 		ns := optedIn(ctx, "gg-cm-renewed")
-		before := network.connections(service)
+		before := network.Connections(service)
 		admit(ctx, ns, "after-renewal")
-		Expect(network.connections(service)).To(BeNumerically(">", before))
+		Expect(network.Connections(service)).To(BeNumerically(">", before))
 	})
 })
 

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -153,7 +154,9 @@ func TestOtherCrossFieldChecks(t *testing.T) {
 		{"a default routing profile whose Pods need more than the cap", "config: {defaultRoutingProfile: aws-nlb-ip, maxGracePeriod: 2m}",
 			"config.defaultRoutingProfile: aws-nlb-ip needs 145s for Pods without annotations (routing 2m + defaultMaxWork 20s + defaultCleanup 2s + defaultSafetyMargin 3s, grace floor 0s), over config.maxGracePeriod 2m"},
 		{"a routing profile over 1h", "config: {routingProfiles: {corp-lb: {routingDelay: 2h}}}",
-			"config.routingProfiles.corp-lb.routingDelay: 2h is out of range; want 0 to 1h"},
+			"config.routingProfiles.corp-lb.routingDelay: 2h is out of range; want 0s to 1h (--routing-profile)"},
+		{"a routing profile's grace floor over 1h", "config: {routingProfiles: {corp-lb: {routingDelay: 5s, graceFloor: 61m}}}",
+			"config.routingProfiles.corp-lb.graceFloor: 61m is out of range; want 0s to 1h (--routing-profile)"},
 		{"a graceful node shutdown that leaves regular Pods nothing", "config: {nodeShutdownGracePeriod: 30s, nodeShutdownGracePeriodCriticalPods: 30s}",
 			"config.nodeShutdownGracePeriodCriticalPods: 30s must be shorter than config.nodeShutdownGracePeriod 30s: regular Pods get the difference"},
 		{"a Karpenter ceiling over 720h", "config: {karpenterTerminationGracePeriod: 1000h}",
@@ -202,7 +205,13 @@ func firstDiff(a, b string) string {
 var unstableFuncs = regexp.MustCompile(`\b(lookup|genCA|genPrivateKey|genSelfSignedCert|genSignedCert|randAlphaNum|randAlpha|randNumeric|randAscii|randBytes|uuidv4|now|date|dateInZone|htmlDate)\b`)
 
 func TestTemplatesUseNothingThatChangesBetweenRenders(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(chartDir, "templates", "*"))
+	var files []string
+	err := filepath.WalkDir(filepath.Join(chartDir, "templates"), func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files = append(files, path)
+		}
+		return err
+	})
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no templates (%v)", err)
 	}
@@ -223,11 +232,16 @@ func TestTemplatesUseNothingThatChangesBetweenRenders(t *testing.T) {
 	}
 }
 
+// kubeVersion admits the minors graceguard is tested on, 1.35 (the oldest,
+// ENVTEST_K8S_VERSION=1.35.4) to 1.37 (k8s.io/api's), vendors' builds of
+// them included, and nothing older.
 func TestKubernetesVersion(t *testing.T) {
-	if _, err := renderChart(values(t, ""), renderOpts{kubeVersion: "v1.29.9"}); err == nil || !strings.Contains(err.Error(), "kubeVersion") {
-		t.Errorf("rendering for 1.29 = %v, want a kubeVersion error (matchConditions and the sleep action need 1.30)", err)
+	for _, v := range []string{"v1.29.9", "v1.34.5", "v1.34.9-gke.1245000"} {
+		if _, err := renderChart(values(t, ""), renderOpts{kubeVersion: v}); err == nil || !strings.Contains(err.Error(), "kubeVersion") {
+			t.Errorf("rendering for %s = %v, want a kubeVersion error: 1.35 is the oldest minor graceguard is tested on", v, err)
+		}
 	}
-	for _, v := range []string{"v1.30.0", "v1.37.2", "v1.33.4-gke.1245000"} {
+	for _, v := range []string{"v1.35.0", "v1.35.4", "v1.36.1-eks-1a2b3c", "v1.37.2", "v1.35.4-gke.1245000"} {
 		if _, err := renderChart(values(t, ""), renderOpts{kubeVersion: v}); err != nil {
 			t.Errorf("rendering for %s: %v", v, err)
 		}

@@ -41,10 +41,19 @@ type cluster struct {
 	cfg        *rest.Config
 	c          client.Client
 	kubeconfig string
+	api        *apiserver.APIServer
+	// net routes Services to processes, for the API server and for the
+	// processes the hook runner starts.
+	net *apiserver.ServiceNetwork
 }
 
 func TestAgainstAnAPIServer(t *testing.T) {
-	api, err := apiserver.StartAPIServer(context.Background(), apiserver.APIServerOptions{Alone: true})
+	network, err := apiserver.NewServiceNetwork()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = network.Close() })
+	api, err := apiserver.StartAPIServer(context.Background(), apiserver.APIServerOptions{Alone: true, APIServerFlags: network.APIServerFlags()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,12 +70,14 @@ func TestAgainstAnAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl := &cluster{cfg: api.Config, c: c, kubeconfig: path}
+	cl := &cluster{cfg: api.Config, c: c, kubeconfig: path, api: api, net: network}
 
 	t.Run("every certificate mode is accepted by the API server", cl.testServerSideValidation)
 	t.Run("webhooks are called only for opted-in Pods and template changes", cl.testWebhookScope)
 	t.Run("upgrade keeps runtime certificates (server-side apply)", func(t *testing.T) { cl.testUpgradeKeepsCertificates(t, true) })
 	t.Run("upgrade keeps runtime certificates (client-side apply)", func(t *testing.T) { cl.testUpgradeKeepsCertificates(t, false) })
+	t.Run("helm upgrade from the previous chart updates the CRD and keeps the reports", cl.testCRDUpgrade)
+	t.Run("helm test passes against graceguard and fails without it; helm uninstall unregisters the webhooks first", cl.testHelmTestAndUninstall)
 }
 
 func (cl *cluster) namespace(t *testing.T, name string, lbls map[string]string) {
@@ -323,7 +334,9 @@ func (cl *cluster) testUpgradeKeepsCertificates(t *testing.T, serverSide bool) {
 	inst.ServerSideApply = serverSide
 	inst.WaitStrategy = kube.HookOnlyStrategy
 	inst.Timeout = time.Minute
-	if _, err := inst.RunWithContext(ctx, ch, values(t, "")); err != nil {
+	// Two releases in turn: the CRD, which outlives a release, is left to
+	// testCRDUpgrade's.
+	if _, err := inst.RunWithContext(ctx, ch, values(t, "crds: {install: false}")); err != nil {
 		t.Fatalf("helm install: %v", err)
 	}
 
@@ -411,6 +424,7 @@ webhooks:
   validatePods: {timeoutSeconds: 7}
   validateWorkloads: {timeoutSeconds: 7}
 podAnnotations: {rollout: "2"}
+crds: {install: false}
 `
 	if _, err := up.RunWithContext(ctx, rel, ch, values(t, changed)); err != nil {
 		t.Fatalf("helm upgrade: %v", err)
@@ -429,6 +443,10 @@ podAnnotations: {rollout: "2"}
 	un := action.NewUninstall(cfg)
 	un.WaitStrategy = kube.HookOnlyStrategy
 	un.Timeout = time.Minute
+	// Without the pre-delete Job (`helm uninstall --no-hooks`): Helm
+	// deletes the webhook configurations itself.
+	// testUninstallRunsThePreDeleteHook runs it.
+	un.DisableHooks = true
 	if _, err := un.Run(rel); err != nil {
 		t.Fatalf("helm uninstall: %v", err)
 	}

@@ -24,6 +24,11 @@ func TestRenderedArgumentsAreValidFlags(t *testing.T) {
 	cases := map[string]string{
 		"routing profiles":  "config: {routingProfiles: {corp-lb: {routingDelay: 45s, graceFloor: 1m}}, defaultRoutingProfile: corp-lb}",
 		"platform ceilings": "config: {karpenterTerminationGracePeriod: 48h, karpenterCeilingAction: deny, nodeShutdownGracePeriod: 30s, nodeShutdownGracePeriodCriticalPods: 10s}",
+		"policy reports":    "reports: {enabled: true}\nconfig: {routingProfiles: {corp-lb: {routingDelay: 45s, graceFloor: 1m}}, defaultRoutingProfile: corp-lb}",
+		// The schema takes whole seconds for every duration; flags such
+		// as --flush-interval read Go durations only.
+		"durations in whole seconds": "observer: {flushInterval: 10}\nreports: {enabled: true, interval: 600}\nshutdown: {delay: 5, drainTimeout: 20}\n" +
+			"config: {defaultRoutingDelay: 5, defaultMaxWork: 20, defaultCleanup: 2, defaultSafetyMargin: 3, maxGracePeriod: 600, routingProfiles: {corp-lb: {routingDelay: 45, graceFloor: 60}}}",
 	}
 	for name, vals := range modes {
 		cases[name] = vals
@@ -115,6 +120,10 @@ func TestChartChecksAgreeWithTheWebhooksValidation(t *testing.T) {
 		"config: {maxConnections: 16, maxPendingConnections: 1}",
 		"observer: {flushInterval: 10ms}",
 		"observer: {flushInterval: 9ms}",
+		"reports: {enabled: true, interval: 1s}",
+		"reports: {enabled: true, interval: 999ms}",
+		"reports: {enabled: true, interval: 24h}",
+		"reports: {enabled: true, interval: 24h1s}",
 	}, everyProfileAtTheCap()...) {
 		t.Run(vals, func(t *testing.T) {
 			_, chartErr := renderChart(values(t, vals), renderOpts{})

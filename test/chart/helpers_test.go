@@ -20,10 +20,12 @@ import (
 	release "helm.sh/helm/v4/pkg/release/v1"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -33,6 +35,8 @@ const (
 	namespace   = "graceguard-system"
 	// fullname is the resource name for releaseName (it contains the chart name).
 	fullname = "graceguard"
+	// testNamespace is the namespace `helm test` creates for its dry-run Pod.
+	testNamespace = "graceguard-selftest"
 )
 
 // TestMain silences Helm's slog output (lint-mode notices, debug lines);
@@ -49,6 +53,11 @@ type rendered struct {
 	// objects by "Kind/name", typed for the kinds the chart uses from
 	// Kubernetes, map[string]any for cert-manager's.
 	objects map[string]any
+	// hooks are the Helm hooks (`helm template` prints them too; an
+	// install applies them only at their events), decoded the same way,
+	// with Helm's reading of their annotations by "Kind/name".
+	hooks     map[string]any
+	hookSpecs map[string]*release.Hook
 }
 
 // values parses a YAML snippet of values; "" is no overrides.
@@ -134,73 +143,101 @@ var docSep = regexp.MustCompile(`(?m)^---\s*$`)
 
 func decode(t *testing.T, rel *release.Release) *rendered {
 	t.Helper()
-	r := &rendered{manifest: rel.Manifest, notes: rel.Info.Notes, objects: map[string]any{}}
+	r := &rendered{manifest: rel.Manifest, notes: rel.Info.Notes, objects: map[string]any{}, hooks: map[string]any{}, hookSpecs: map[string]*release.Hook{}}
 	for _, doc := range docSep.Split(rel.Manifest, -1) {
-		if strings.TrimSpace(stripComments(doc)) == "" {
-			continue
+		decodeDoc(t, doc, r.objects, namespace)
+	}
+	// The `helm test` Role and RoleBinding live in the namespace the tests
+	// create.
+	namespaces := []string{namespace}
+	for _, h := range rel.Hooks {
+		if h.Kind == "Namespace" {
+			namespaces = append(namespaces, h.Name)
 		}
-		var meta struct {
-			APIVersion string `json:"apiVersion"`
-			Kind       string `json:"kind"`
-			Metadata   struct {
-				Name      string `json:"name"`
-				Namespace string `json:"namespace"`
-			} `json:"metadata"`
-		}
-		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
-			t.Fatalf("rendered document does not parse: %v\n%s", err, doc)
-		}
-		var obj any
-		switch meta.APIVersion + "/" + meta.Kind {
-		case "apps/v1/Deployment":
-			obj = &appsv1.Deployment{}
-		case "v1/Service":
-			obj = &corev1.Service{}
-		case "v1/ServiceAccount":
-			obj = &corev1.ServiceAccount{}
-		case "v1/Secret":
-			obj = &corev1.Secret{}
-		case "policy/v1/PodDisruptionBudget":
-			obj = &policyv1.PodDisruptionBudget{}
-		case "v1/ResourceQuota":
-			obj = &corev1.ResourceQuota{}
-		case "networking.k8s.io/v1/NetworkPolicy":
-			obj = &networkingv1.NetworkPolicy{}
-		case "rbac.authorization.k8s.io/v1/ClusterRole":
-			obj = &rbacv1.ClusterRole{}
-		case "rbac.authorization.k8s.io/v1/ClusterRoleBinding":
-			obj = &rbacv1.ClusterRoleBinding{}
-		case "rbac.authorization.k8s.io/v1/Role":
-			obj = &rbacv1.Role{}
-		case "rbac.authorization.k8s.io/v1/RoleBinding":
-			obj = &rbacv1.RoleBinding{}
-		case "admissionregistration.k8s.io/v1/MutatingWebhookConfiguration":
-			obj = &admissionv1.MutatingWebhookConfiguration{}
-		case "admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration":
-			obj = &admissionv1.ValidatingWebhookConfiguration{}
-		case "cert-manager.io/v1/Issuer", "cert-manager.io/v1/Certificate",
-			"monitoring.coreos.com/v1/PodMonitor", "monitoring.coreos.com/v1/PrometheusRule",
-			"grafana.integreatly.org/v1beta1/GrafanaDashboard":
-			obj = &map[string]any{}
-		case "v1/ConfigMap":
-			obj = &corev1.ConfigMap{}
-		default:
-			t.Fatalf("unexpected object %s %s/%s rendered; teach the test about it", meta.APIVersion, meta.Kind, meta.Metadata.Name)
-		}
-		// Strict: a field the API type does not know is a template bug.
-		if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
-			t.Fatalf("%s %s does not decode strictly: %v\n%s", meta.Kind, meta.Metadata.Name, err, doc)
-		}
-		if meta.Metadata.Namespace != "" && meta.Metadata.Namespace != namespace {
-			t.Errorf("%s %s is in namespace %q, want the release namespace", meta.Kind, meta.Metadata.Name, meta.Metadata.Namespace)
-		}
-		key := meta.Kind + "/" + meta.Metadata.Name
-		if _, dup := r.objects[key]; dup {
-			t.Fatalf("%s rendered twice", key)
-		}
-		r.objects[key] = obj
+	}
+	for _, h := range rel.Hooks {
+		key := decodeDoc(t, h.Manifest, r.hooks, namespaces...)
+		r.hookSpecs[key] = h
 	}
 	return r
+}
+
+// decodeDoc decodes one rendered document into objects, by "Kind/name",
+// and returns its key ("" for an empty document).
+func decodeDoc(t *testing.T, doc string, objects map[string]any, namespaces ...string) string {
+	t.Helper()
+	if strings.TrimSpace(stripComments(doc)) == "" {
+		return ""
+	}
+	var meta struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
+	}
+	if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+		t.Fatalf("rendered document does not parse: %v\n%s", err, doc)
+	}
+	var obj any
+	switch meta.APIVersion + "/" + meta.Kind {
+	case "apps/v1/Deployment":
+		obj = &appsv1.Deployment{}
+	case "v1/Service":
+		obj = &corev1.Service{}
+	case "v1/ServiceAccount":
+		obj = &corev1.ServiceAccount{}
+	case "v1/Secret":
+		obj = &corev1.Secret{}
+	case "v1/Namespace":
+		obj = &corev1.Namespace{}
+	case "v1/Pod":
+		obj = &corev1.Pod{}
+	case "batch/v1/Job":
+		obj = &batchv1.Job{}
+	case "policy/v1/PodDisruptionBudget":
+		obj = &policyv1.PodDisruptionBudget{}
+	case "v1/ResourceQuota":
+		obj = &corev1.ResourceQuota{}
+	case "networking.k8s.io/v1/NetworkPolicy":
+		obj = &networkingv1.NetworkPolicy{}
+	case "rbac.authorization.k8s.io/v1/ClusterRole":
+		obj = &rbacv1.ClusterRole{}
+	case "rbac.authorization.k8s.io/v1/ClusterRoleBinding":
+		obj = &rbacv1.ClusterRoleBinding{}
+	case "rbac.authorization.k8s.io/v1/Role":
+		obj = &rbacv1.Role{}
+	case "rbac.authorization.k8s.io/v1/RoleBinding":
+		obj = &rbacv1.RoleBinding{}
+	case "admissionregistration.k8s.io/v1/MutatingWebhookConfiguration":
+		obj = &admissionv1.MutatingWebhookConfiguration{}
+	case "admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration":
+		obj = &admissionv1.ValidatingWebhookConfiguration{}
+	case "apiextensions.k8s.io/v1/CustomResourceDefinition":
+		obj = &apiextensionsv1.CustomResourceDefinition{}
+	case "cert-manager.io/v1/Issuer", "cert-manager.io/v1/Certificate",
+		"monitoring.coreos.com/v1/PodMonitor", "monitoring.coreos.com/v1/PrometheusRule",
+		"grafana.integreatly.org/v1beta1/GrafanaDashboard":
+		obj = &map[string]any{}
+	case "v1/ConfigMap":
+		obj = &corev1.ConfigMap{}
+	default:
+		t.Fatalf("unexpected object %s %s/%s rendered; teach the test about it", meta.APIVersion, meta.Kind, meta.Metadata.Name)
+	}
+	// Strict: a field the API type does not know is a template bug.
+	if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
+		t.Fatalf("%s %s does not decode strictly: %v\n%s", meta.Kind, meta.Metadata.Name, err, doc)
+	}
+	if meta.Metadata.Namespace != "" && !slices.Contains(namespaces, meta.Metadata.Namespace) {
+		t.Errorf("%s %s is in namespace %q, want one of %v", meta.Kind, meta.Metadata.Name, meta.Metadata.Namespace, namespaces)
+	}
+	key := meta.Kind + "/" + meta.Metadata.Name
+	if _, dup := objects[key]; dup {
+		t.Fatalf("%s rendered twice", key)
+	}
+	objects[key] = obj
+	return key
 }
 
 func stripComments(doc string) string {

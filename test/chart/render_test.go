@@ -884,6 +884,9 @@ func TestNotesTellHowToOptInAndCheck(t *testing.T) {
 		"--dry-run=server",
 		`{.metadata.annotations.graceguard\.io/budget}`,
 		"kubectl graceguard explain",
+		"kubectl graceguard audit -n NAMESPACE",
+		"helm test graceguard -n graceguard-system --logs",
+		"a dry-run Pod in a throwaway opted-in namespace (graceguard-selftest) comes back mutated",
 	)
 	cm := render(t, "certificates: {mode: cert-manager}")
 	mustContain(t, "cert-manager NOTES", cm.notes, "kubectl -n graceguard-system get certificate graceguard-serving")

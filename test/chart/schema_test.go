@@ -41,6 +41,9 @@ func TestSchemaBoundsAreTheFlags(t *testing.T) {
 		{"/properties/config/properties/maxPendingConnections", ggflags.MaxPendingConnections.Name, n(ggflags.MaxPendingConnections.Min), n(ggflags.MaxPendingConnections.Max)},
 		{"/properties/config/properties/maxInflightReviewBytes", ggflags.MaxInflightReviewBytes, n(webhook.MaxReviewBytes), nil},
 		{"/properties/observer/properties/minSamples", ggflags.MinSamples.Name, n(ggflags.MinSamples.Min), n(ggflags.MinSamples.Max)},
+		{"/properties/reports/properties/writesPerSecond", ggflags.ReportsWritesPerSecond.Name, n(ggflags.ReportsWritesPerSecond.Min), n(ggflags.ReportsWritesPerSecond.Max)},
+		{"/properties/reports/properties/maxResults", ggflags.ReportsMaxResults.Name, n(ggflags.ReportsMaxResults.Min), n(ggflags.ReportsMaxResults.Max)},
+		{"/properties/reports/properties/maxMessageLength", ggflags.ReportsMaxMessageLength.Name, n(ggflags.ReportsMaxMessageLength.Min), n(ggflags.ReportsMaxMessageLength.Max)},
 		{"/definitions/webhook/properties/timeoutSeconds", ggflags.WebhookTimeout.Name, secs(ggflags.WebhookTimeout.Min), secs(ggflags.WebhookTimeout.Max)},
 		{"/properties/ports/properties/webhook", ggflags.Port.Name, nil, n(ggflags.Port.Max)},
 		// Whole seconds: the widest a duration flag reads; each value's

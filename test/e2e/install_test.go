@@ -18,12 +18,15 @@ import (
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	helmkube "helm.sh/helm/v4/pkg/kube"
+	helmrelease "helm.sh/helm/v4/pkg/release/v1"
 	admissionregv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/graceguard/graceguard/test/e2e/evidence"
+	"github.com/graceguard/graceguard/test/harness/apiserver"
 )
 
 const (
@@ -95,7 +98,14 @@ var _ = Describe("graceguard on a real node", Ordered, ContinueOnFailure, func()
 		repo, tag, _ := strings.Cut(webhookImage.Name, ":")
 		values := map[string]any{
 			"image": map[string]any{"repository": repo, "tag": tag, "pullPolicy": "Never"},
+			// The observer writes OpenReports (scenario 9 reads one).
+			"reports": map[string]any{"enabled": true},
 		}
+		By("installing the OpenReports CRD (the pinned openreports.io module's), for the observer's policy reports")
+		crds, err := apiserver.FindReportCRDs(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		_, err = envtest.InstallCRDs(cl.RESTConfig, envtest.CRDInstallOptions{Paths: []string{crds.OpenReports}})
+		Expect(err).NotTo(HaveOccurred(), "installing the OpenReports CRD")
 		start := time.Now()
 		_, err = inst.RunWithContext(ctx, ch, values)
 		Expect(err).NotTo(HaveOccurred(), "helm install")
@@ -177,6 +187,39 @@ var _ = Describe("graceguard on a real node", Ordered, ContinueOnFailure, func()
 		in.Checks.Add("the chart's empty Secret was filled by the webhook", "ca.crt, tls.crt, tls.key", len(secret.Data["ca.crt"]) > 0 && len(secret.Data["tls.crt"]) > 0 && len(secret.Data["tls.key"]) > 0, "%d keys", len(secret.Data))
 		Expect(in.Checks.Failed()).To(BeEmpty())
 		installed = true
+
+		// The chart's own `helm test`, its mutation check only: Pods on this node reach
+		// the API server through the kubernetes Service, but there is no
+		// cluster DNS for the service check's graceguard.<ns>.svc (test/chart
+		// runs both against a real API server). The include filter names
+		// the hooks to run: the Namespace, ServiceAccount and RBAC (all
+		// <fullname>-selftest) and the mutation Pod.
+		By("helm test, the mutation check: a Pod from the chart's image, restricted, gets a dry-run Pod back mutated")
+		rt := action.NewReleaseTesting(helmConfig())
+		rt.Namespace, rt.Timeout = releaseNS, 3*time.Minute
+		rt.Filters[action.IncludeNameFilter] = []string{fullname + "-selftest", fullname + "-selftest-mutation"}
+		rel, shutdown, err := rt.Run(releaseName)
+		var logs strings.Builder
+		if r, ok := rel.(*helmrelease.Release); ok {
+			_ = rt.GetPodLogs(&logs, r)
+		}
+		if shutdown != nil {
+			_ = shutdown()
+		}
+		// What the check said: its verdict line, else its last line.
+		lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+		said := lines[len(lines)-1]
+		for _, l := range lines {
+			if strings.Contains(l, "came back mutated") {
+				said = l
+			}
+		}
+		if err != nil {
+			said = err.Error() + "; " + said
+		}
+		in.Checks.Add("helm test (mutation check) passes on the node", "the dry-run Pod came back mutated",
+			err == nil && strings.Contains(logs.String(), "came back mutated"), "%s", said)
+		Expect(err).NotTo(HaveOccurred(), "helm test: %s", logs.String())
 	})
 
 	It("1. the shutdown lab: an admitted request survives its Pod's deletion", func(ctx SpecContext) {
@@ -227,6 +270,11 @@ var _ = Describe("graceguard on a real node", Ordered, ContinueOnFailure, func()
 		requireInstalled()
 		brokenHook(ctx)
 	}, NodeTimeout(8*time.Minute))
+
+	It("11. a queue consumer deleted mid-batch: no message lost or done twice with graceguard's budget, done twice when the grace is shorter than the work", func(ctx SpecContext) {
+		requireInstalled()
+		queueConsumer(ctx)
+	}, NodeTimeout(6*time.Minute))
 })
 
 // certMountTimes reads, from each webhook replica's log, when its rotator

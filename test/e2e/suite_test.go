@@ -66,6 +66,9 @@ const (
 	nsSteady     = "gg-e2e-steady"
 	// Scenario 10: broken preStop hooks.
 	nsBroken = "gg-e2e-broken-hook"
+	// Scenario 11: the queue server and its consumers (arm B opts its Pod
+	// out).
+	nsQueue = "gg-e2e-queue"
 
 	optInLabel = "graceguard.io/inject"
 )
@@ -74,7 +77,7 @@ var testNamespaces = []struct {
 	name    string
 	optedIn bool
 }{{nsLab, true}, {nsControl, false}, {nsRollA, true}, {nsRollB, false}, {nsHookA, true}, {nsHookB, false}, {nsChurn, true}, {nsMesh, true}, {nsTune, true}, {nsNative, true},
-	{nsHostile, true}, {nsHostileOut, false}, {nsSteady, true}, {nsBroken, true}}
+	{nsHostile, true}, {nsHostileOut, false}, {nsSteady, true}, {nsBroken, true}, {nsQueue, true}}
 
 var (
 	cl       *cluster.Cluster
@@ -144,6 +147,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 			[]ocipack.File{{Source: busybox, Path: "/bin/busybox", Symlinks: []string{"/bin/sh", "/bin/sleep"}}},
 			[]string{"proxy", "sidecar"}, []string{"PATH=/usr/local/bin:/bin"}, &ev.Env.NativeproxyDigest},
 		{"./test/images/drainapp", drainappDistroless, "/drainapp", nil, nil, nil, nil, &ev.Env.DrainappDistrolessDigest},
+		{"./test/images/queue", queueImage, "/queue", nil, nil, nil, nil, &ev.Env.QueueDigest},
 	} {
 		// One archive per image name: e2e-drainapp.tar, e2e-drainapp-distroless.tar.
 		variant := ""
@@ -165,6 +169,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	ev.Env.TcpproxyImage = tcpproxyImage
 	ev.Env.HostileImage = hostileImage
 	ev.Env.NativeproxyImage = nativeproxyImage
+	ev.Env.QueueImage = queueImage
 
 	By("importing the release image of the webhook")
 	info := os.Getenv("GG_E2E_IMAGE")

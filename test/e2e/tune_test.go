@@ -26,6 +26,7 @@ import (
 	"github.com/graceguard/graceguard/pkg/api/v1alpha1"
 	"github.com/graceguard/graceguard/pkg/budget"
 	"github.com/graceguard/graceguard/pkg/cli"
+	"github.com/graceguard/graceguard/pkg/policyreport"
 	"github.com/graceguard/graceguard/test/e2e/evidence"
 )
 
@@ -200,6 +201,29 @@ func tuneFromEvidence(ctx context.Context) {
 	ck.Add("a ShutdownKilled Warning event on the Deployment names the budget", "Warning ShutdownKilled ... budget "+r1.Budget,
 		strings.Contains(strings.Join(t.Events, "\n"), "Warning ShutdownKilled: ") && strings.Contains(strings.Join(t.Events, "\n"), "budget "+r1.Budget),
 		"%s", strings.Join(t.Events, " / "))
+
+	By("the observer's OpenReports Report for web says the SIGKILLs (the chart's reports.enabled)")
+	k := policyreport.OpenReports
+	reportGVR := k.GroupVersionKind().GroupVersion().WithResource(k.Resource())
+	said := "no Report " + policyreport.Name("deployment", "web")
+	killed := false
+	// Polled, not asserted: the check records what the Report said.
+	for deadline := time.Now().Add(time.Minute); !killed && time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(time.Second) {
+		u, err := dyn.Resource(reportGVR).Namespace(nsTune).Get(ctx, policyreport.Name("deployment", "web"), metav1.GetOptions{})
+		if err != nil {
+			said = err.Error()
+			continue
+		}
+		results, _, _ := unstructured.NestedSlice(u.Object, "results")
+		if len(results) == 0 {
+			said = "a Report without results"
+			continue
+		}
+		first, _ := results[0].(map[string]any)
+		said = fmt.Sprintf("%v %v: %v", first["rule"], first["result"], first["message"])
+		killed = first["rule"] == string(policyreport.RuleKilled) && first["result"] == "fail"
+	}
+	ck.Add("the observer's OpenReports Report on the Deployment says the SIGKILLs, first", string(policyreport.RuleKilled)+" fail", killed, "%s", said)
 
 	By("kubectl graceguard recommend, then its -o yaml applied server-side")
 	t.Recommend = recommend()

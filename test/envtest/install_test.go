@@ -34,12 +34,19 @@ var _ = Describe("a real helm install", Ordered, func() {
 		inst.ReleaseName, inst.Namespace = release, ns
 		inst.WaitStrategy = kubeHookOnly
 		inst.Timeout = time.Minute
-		_, err = inst.RunWithContext(ctx, ch, map[string]any{})
+		// The suite's API server has the ShutdownReport CRD already (the
+		// harness installs it, as no release): one a release does not own
+		// is not the chart's to take.
+		noCRD := map[string]any{"install": false}
+		_, err = inst.RunWithContext(ctx, ch, map[string]any{"crds": noCRD})
 		Expect(err).NotTo(HaveOccurred(), "helm install")
 		uninstallCfg := helmConfig(ns)
 		DeferCleanup(func() {
 			un := action.NewUninstall(uninstallCfg)
 			un.WaitStrategy = kubeHookOnly
+			// No kubelet runs the pre-delete Job here (`helm uninstall
+			// --no-hooks`); test/chart runs it.
+			un.DisableHooks = true
 			_, err := un.Run(release)
 			Expect(err).NotTo(HaveOccurred(), "helm uninstall")
 		})
@@ -115,7 +122,7 @@ var _ = Describe("a real helm install", Ordered, func() {
 		up.Namespace = ns
 		up.WaitStrategy = kubeHookOnly
 		up.Timeout = time.Minute
-		_, err = up.RunWithContext(ctx, release, ch, map[string]any{"config": map[string]any{"defaultMaxWork": "25s"}})
+		_, err = up.RunWithContext(ctx, release, ch, map[string]any{"config": map[string]any{"defaultMaxWork": "25s"}, "crds": noCRD})
 		Expect(err).NotTo(HaveOccurred(), "helm upgrade")
 		d, err = kube.AppsV1().Deployments(ns).Get(ctx, release+"-graceguard", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())

@@ -52,4 +52,35 @@ in its flag's range (pkg/flags). Usage: include "graceguard.generatedRanges" .
 {{- include "graceguard.checkRange" (list "config.nodeShutdownGracePeriod" $v.config.nodeShutdownGracePeriod 0 2592000 "0s to 720h (--node-shutdown-grace-period)") -}}
 {{- include "graceguard.checkRange" (list "config.nodeShutdownGracePeriodCriticalPods" $v.config.nodeShutdownGracePeriodCriticalPods 0 2592000 "0s to 720h (--node-shutdown-grace-period-critical-pods)") -}}
 {{- include "graceguard.checkRange" (list "observer.flushInterval" $v.observer.flushInterval 0.01 600 "10ms to 10m (--flush-interval)") -}}
+{{- include "graceguard.checkRange" (list "reports.interval" $v.reports.interval 1 86400 "1s to 24h (--reports-interval)") -}}
+{{- include "graceguard.checkRange" (list "tests.timeout" $v.tests.timeout 1 300 "1s to 5m (--timeout)") -}}
+{{- end -}}
+
+{{/*
+graceguard.profileRanges: fails unless both durations of the routing profile
+p named name are in budget.Profile.Validate's range. Usage:
+include "graceguard.profileRanges" (list name p)
+*/}}
+{{- define "graceguard.profileRanges" -}}
+{{- $name := index . 0 -}}
+{{- $p := index . 1 -}}
+{{- include "graceguard.checkRange" (list (printf "config.routingProfiles.%s.routingDelay" $name) $p.routingDelay 0 3600 "0s to 1h (--routing-profile)") -}}
+{{- include "graceguard.checkRange" (list (printf "config.routingProfiles.%s.graceFloor" $name) (default 0 $p.graceFloor) 0 3600 "0s to 1h (--routing-profile)") -}}
+{{- end -}}
+
+{{/*
+graceguard.generatedRelations: fails unless each rule between flags
+(flags.Relations) holds on the values that feed them. Usage:
+include "graceguard.generatedRelations" .
+*/}}
+{{- define "graceguard.generatedRelations" -}}
+{{- $v := .Values -}}
+{{- if ge (int $v.config.maxPendingConnections) (int $v.config.maxConnections) -}}
+{{- fail (printf "config.maxPendingConnections: %d must be fewer than config.maxConnections %d, so that kept-alive connections always have room (--max-pending-connections, --max-connections); lower it or raise config.maxConnections" (int $v.config.maxPendingConnections) (int $v.config.maxConnections)) -}}
+{{- end -}}
+{{- $lesser1 := include "graceguard.seconds" (list "config.nodeShutdownGracePeriodCriticalPods" $v.config.nodeShutdownGracePeriodCriticalPods) | float64 -}}
+{{- $greater1 := include "graceguard.seconds" (list "config.nodeShutdownGracePeriod" $v.config.nodeShutdownGracePeriod) | float64 -}}
+{{- if (and (gt $greater1 0.0) (ge $lesser1 $greater1)) -}}
+{{- fail (printf "config.nodeShutdownGracePeriodCriticalPods: %v must be shorter than config.nodeShutdownGracePeriod %v: regular Pods get the difference (--node-shutdown-grace-period-critical-pods, --node-shutdown-grace-period); lower it or raise config.nodeShutdownGracePeriod" $v.config.nodeShutdownGracePeriodCriticalPods $v.config.nodeShutdownGracePeriod) -}}
+{{- end -}}
 {{- end -}}

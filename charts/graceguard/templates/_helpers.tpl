@@ -164,6 +164,16 @@ one table of inputs (TestChartReadsDurationsAsTheWebhookDoes).
 {{- end -}}
 {{- end -}}
 
+{{/*
+graceguard.goDuration: a duration value as a flag that reads Go durations
+only takes it (--flush-interval, --reports-interval): whole seconds get
+their unit. Usage: include "graceguard.goDuration" .Values.observer.flushInterval
+*/}}
+{{- define "graceguard.goDuration" -}}
+{{- $text := toString . | trim -}}
+{{- if regexMatch `^[0-9]+$` $text -}}{{ $text }}s{{- else -}}{{ $text }}{{- end -}}
+{{- end -}}
+
 {{/* graceguard.ceilSeconds: graceguard.seconds rounded up to whole seconds, as text. */}}
 {{- define "graceguard.ceilSeconds" -}}
 {{- include "graceguard.seconds" . | float64 | ceil | int -}}
@@ -208,7 +218,7 @@ selector labels: the webhook Service, PodDisruptionBudget and spread
 constraints select by those.
 */}}
 {{- define "graceguard.observerName" -}}
-{{- printf "%s-observer" (include "graceguard.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- include "graceguard.hookName" (list . "observer") -}}
 {{- end -}}
 
 {{- define "graceguard.observerSelectorLabels" -}}
@@ -364,4 +374,101 @@ grace, and (treated) at most rs.
           (object.spec.?containers.orValue([]) + object.spec.?initContainers.orValue([])).all(c,
             {{ include "graceguard.cel.hookFits" (dict "c" "c" "g" "g" "bound" "rs") }}))))))
     )
+{{- end -}}
+
+{{/*
+graceguard.clusterDefaultArgs: the cluster defaults (pkg/optionflags), as
+the webhook takes them; the observer takes the same when it writes policy
+reports, so both decide alike.
+*/}}
+{{- define "graceguard.clusterDefaultArgs" -}}
+- --default-routing-delay={{ .Values.config.defaultRoutingDelay }}
+- --default-max-work={{ .Values.config.defaultMaxWork }}
+- --default-cleanup={{ .Values.config.defaultCleanup }}
+- --default-safety-margin={{ .Values.config.defaultSafetyMargin }}
+- --max-grace-period={{ .Values.config.maxGracePeriod }}
+- --prestop-handler={{ .Values.config.prestopHandler }}
+- --default-mode={{ .Values.config.defaultMode }}
+- --excluded-namespaces={{ include "graceguard.excludedNamespaces" . }}
+{{- range $name, $p := .Values.config.routingProfiles }}
+- --routing-profile={{ $name }}={{ $p.routingDelay }}{{ with $p.graceFloor }},grace-floor={{ . }}{{ end }}
+{{- end }}
+- --default-routing-profile={{ .Values.config.defaultRoutingProfile }}
+- --karpenter-termination-grace-period={{ .Values.config.karpenterTerminationGracePeriod }}
+- --karpenter-ceiling-action={{ .Values.config.karpenterCeilingAction }}
+- --node-shutdown-grace-period={{ .Values.config.nodeShutdownGracePeriod }}
+- --node-shutdown-grace-period-critical-pods={{ .Values.config.nodeShutdownGracePeriodCriticalPods }}
+- --node-shutdown-ceiling-action={{ .Values.config.nodeShutdownCeilingAction }}
+{{- end -}}
+
+{{/*
+The Helm hooks' names, labels and Pod spec (templates/tests/,
+templates/pre-delete.yaml). Like the observer's, their Pods must not carry
+the webhook's selector labels, or its Service would send the API server's
+calls to them. A name (the observer's too) keeps its suffix whatever the
+fullname's length, so it never becomes the fullname of the webhook's own
+objects. Usage:
+  include "graceguard.hookName" (list . "pre-delete")
+  include "graceguard.hookLabels" (list . "pre-delete")
+*/}}
+{{- define "graceguard.hookName" -}}
+{{- $suffix := index . 1 -}}
+{{- $base := include "graceguard.fullname" (index . 0) | trunc (int (sub 62 (len $suffix))) | trimSuffix "-" -}}
+{{- printf "%s-%s" $base $suffix -}}
+{{- end -}}
+
+{{- define "graceguard.hookLabels" -}}
+{{- $root := index . 0 -}}
+{{- $component := index . 1 -}}
+helm.sh/chart: {{ include "graceguard.chart" $root }}
+app.kubernetes.io/name: {{ printf "%s-%s" (include "graceguard.name" $root) $component | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ $root.Release.Name }}
+app.kubernetes.io/version: {{ $root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ $root.Release.Service }}
+app.kubernetes.io/part-of: graceguard
+app.kubernetes.io/component: {{ $component }}
+{{- end -}}
+
+{{/*
+graceguard.hookPodSpec: the spec of a hook's Pod, from the chart's image
+under the chart's security contexts, in the release namespace (which
+graceguard never reviews), running `/webhook ARGS`. Usage:
+  include "graceguard.hookPodSpec" (dict "root" . "serviceAccount" NAME "resources" R "args" (list ...))
+*/}}
+{{- define "graceguard.hookPodSpec" -}}
+{{- $root := .root -}}
+serviceAccountName: {{ .serviceAccount }}
+automountServiceAccountToken: true
+enableServiceLinks: false
+restartPolicy: Never
+{{- with $root.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- toYaml $root.Values.podSecurityContext | nindent 2 }}
+{{- with $root.Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $root.Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+containers:
+  - name: {{ .container }}
+    image: {{ include "graceguard.image" $root | quote }}
+    imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+    args:
+      {{- toYaml .args | nindent 6 }}
+    env:
+      # --namespace defaults to it: the release namespace.
+      - name: POD_NAMESPACE
+        valueFrom:
+          fieldRef:
+            fieldPath: metadata.namespace
+    resources:
+      {{- toYaml .resources | nindent 6 }}
+    securityContext:
+      {{- toYaml $root.Values.securityContext | nindent 6 }}
 {{- end -}}

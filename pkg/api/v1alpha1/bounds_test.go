@@ -13,7 +13,7 @@ import (
 // changed constant without `make generate` (or a marker without its
 // constant) fails here.
 func TestCRDStatesTheBounds(t *testing.T) {
-	data, err := os.ReadFile("../../../charts/graceguard/crds/graceguard.io_shutdownreports.yaml")
+	data, err := os.ReadFile("../../../charts/graceguard/files/crds/graceguard.io_shutdownreports.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,6 +92,7 @@ type Run struct {
 	Hostile     *Hostile     `json:"hostileTenant,omitempty"`
 	Native      *Native      `json:"istioNativeSidecar,omitempty"`
 	BrokenHook  *BrokenHook  `json:"brokenHook,omitempty"`
+	Queue       *Queue       `json:"queueConsumer,omitempty"`
 }
 
 // Env is what the run ran on.
@@ -121,7 +122,10 @@ type Env struct {
 	// DrainappDistroless is the drain app without /bin/sleep (scenario 10).
 	DrainappDistroless       string `json:"drainappDistrolessImage,omitempty"`
 	DrainappDistrolessDigest string `json:"drainappDistrolessDigest,omitempty"`
-	ClusterOwned             bool   `json:"clusterStartedBySuite"`
+	// QueueImage is the queue server and its consumer (scenario 11).
+	QueueImage   string `json:"queueImage,omitempty"`
+	QueueDigest  string `json:"queueDigest,omitempty"`
+	ClusterOwned bool   `json:"clusterStartedBySuite"`
 }
 
 // Spec is one Ginkgo spec's outcome.
@@ -323,6 +327,94 @@ type BrokenArm struct {
 	Observed       string   `json:"observed,omitempty"`
 	WorkloadEvents []string `json:"workloadEvents"`
 	Recommend      []string `json:"recommend"`
+}
+
+// Queue is scenario 11 (seed test 8): a queue consumer that acknowledges
+// its batch after finishing it, deleted mid-batch; one queue and one
+// consumer Deployment per arm, on the queue server of test/images/queue.
+type Queue struct {
+	Namespace string `json:"namespace"`
+	// Server is the queue server's Pod; Visibility its visibility timeout.
+	Server     string `json:"server"`
+	Visibility Secs   `json:"visibilityTimeout"`
+	// Messages are published to each arm's queue; the consumers lease
+	// Batch at a time and work Work on each.
+	Messages int  `json:"messagesPerQueue"`
+	Batch    int  `json:"batch"`
+	Work     Secs `json:"workPerMessage"`
+	// AskedGrace is the terminationGracePeriodSeconds both arms' Pod
+	// templates ask for; DeletedInto how far into the work of its second
+	// message each consumer was deleted.
+	AskedGrace  int64       `json:"askedGrace"`
+	DeletedInto Secs        `json:"deletedInto"`
+	Arms        []*QueueArm `json:"arms"`
+	Checks      Checks      `json:"checks"`
+}
+
+// QueueArm is one consumer Deployment whose Pod was deleted mid-batch,
+// and its queue's ledger once every message was acknowledged; moments are
+// seconds after the delete call.
+type QueueArm struct {
+	Name     string `json:"name"`
+	Queue    string `json:"queue"`
+	Workload string `json:"workload"`
+	OptedIn  bool   `json:"optedIn"`
+	// Pod is the consumer deleted; Budget, Grace and PreStop are its own.
+	Pod     string `json:"pod"`
+	Budget  string `json:"budget,omitempty"`
+	Grace   int64  `json:"terminationGracePeriodSeconds"`
+	PreStop string `json:"preStop"`
+	// From the deleted consumer's log: its SIGTERM with the messages in
+	// hand (leased, not acknowledged) and unfinished among them, the
+	// batches it leased after it, its last acknowledgement and its exit.
+	SIGTERM            At  `json:"sigterm"`
+	InHand             int `json:"inHand"`
+	Unfinished         int `json:"unfinished"`
+	LeasedAfterSIGTERM int `json:"leasedAfterSigterm"`
+	LastAck            At  `json:"lastAck"`
+	ShutdownComplete   At  `json:"shutdownComplete"`
+	// ExitCode and Reason are its container's termination; PodGone when
+	// the Pod object went away.
+	ExitCode *int32 `json:"exitCode,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	PodGone  At     `json:"podGone"`
+	// LogOrder is the consumer's log: leases, work done, SIGTERM,
+	// acknowledgements, shutdown.
+	LogOrder []string `json:"logOrder"`
+	// Drained is the queue's last acknowledgement, every message done.
+	Drained At          `json:"drained"`
+	Ledger  QueueLedger `json:"ledger"`
+	// Deliveries are every delivery of the arm's queue, in message order.
+	Deliveries []QueueDelivery `json:"deliveries"`
+}
+
+// QueueLedger are the sums of a queue's ledger (test/images/queue).
+type QueueLedger struct {
+	Published    int `json:"published"`
+	Deliveries   int `json:"deliveries"`
+	Redeliveries int `json:"redeliveries"`
+	Expired      int `json:"expiredLeases"`
+	Acked        int `json:"acked"`
+	Pending      int `json:"pending"`
+	DoneOnce     int `json:"doneOnce"`
+	DoneTwice    int `json:"doneTwice"`
+	Lost         int `json:"lost"`
+	WorkCut      int `json:"workCut"`
+	RefusedAcks  int `json:"refusedAcks"`
+}
+
+// QueueDelivery is one delivery of a message: which consumer leased it,
+// and when its work started, was done and acknowledged, or its lease ran
+// out (nil: never).
+type QueueDelivery struct {
+	ID       string `json:"id"`
+	N        int    `json:"n"`
+	Consumer string `json:"consumer"`
+	Leased   At     `json:"leased"`
+	Started  At     `json:"started"`
+	Done     At     `json:"done"`
+	Acked    At     `json:"acked"`
+	Expired  At     `json:"expired"`
 }
 
 // SelfRollout is scenario 5: graceguard restarted while Pods are created.
@@ -717,6 +809,7 @@ func (r *Run) scenarios() []scenario {
 	add("hostile", "8. A hostile tenant against the fail-closed webhook", r.Hostile != nil, checksOfX(r.Hostile))
 	add("native", "9. Istio native sidecar: its drain waits for the routing window", r.Native != nil, checksOfN(r.Native))
 	add("broken-hook", "10. A broken preStop hook: one fails, one hangs", r.BrokenHook != nil, checksOfB(r.BrokenHook))
+	add("queue", "11. A queue consumer deleted mid-batch", r.Queue != nil, checksOfQ(r.Queue))
 	return out
 }
 
@@ -739,6 +832,12 @@ func checksOfB(b *BrokenHook) Checks {
 		return nil
 	}
 	return b.Checks
+}
+func checksOfQ(q *Queue) Checks {
+	if q == nil {
+		return nil
+	}
+	return q.Checks
 }
 func checksOfD(d *Deletion) Checks {
 	if d == nil {

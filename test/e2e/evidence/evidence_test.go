@@ -197,3 +197,81 @@ func TestRendersTheBrokenHookScenario(t *testing.T) {
 		}
 	}
 }
+
+// The hostile scenario's summary joins the parts it has with "; ": with
+// no attacker's report, the line starts with the ordinary creates.
+func TestHostileSummaryWithoutTheAttackersReport(t *testing.T) {
+	r := &Run{Schema: Schema, Hostile: &Hostile{Steady: &Steady{Sent: 10, Created: 9, P50: 0.0125, P99: 0.5}}}
+	md := Markdown(r, ".")
+	want := "| 8. A hostile tenant against the fail-closed webhook | **FAILED** | ordinary creates: 9 of 10 admitted and mutated, p50 / p99 12 / 500 ms |"
+	if !strings.Contains(md, want) {
+		t.Errorf("the summary lacks %q:\n%s", want, md)
+	}
+}
+
+func TestRendersTheQueueScenario(t *testing.T) {
+	at := func(s float64) At { v := Secs(s); return &v }
+	code := func(c int32) *int32 { return &c }
+	r := &Run{Schema: Schema, Queue: &Queue{Namespace: "gg-e2e-queue", Server: "queue", Visibility: 20, Messages: 8, Batch: 4, Work: 3, AskedGrace: 3, DeletedInto: 2,
+		Arms: []*QueueArm{
+			{Name: "A: graceguard", Queue: "a", Pod: "consumer-a-1", Budget: "routing=0s work=12s cleanup=2s margin=3s grace=17s", Grace: 17, PreStop: "none",
+				SIGTERM: at(1.2), InHand: 4, Unfinished: 3, LastAck: at(9.1), ShutdownComplete: at(9.1), ExitCode: code(0), Reason: "Completed", PodGone: at(10),
+				LogOrder: []string{"leased m1 m2 m3 m4", "sigterm in_hand=4 unfinished=3", "acked 4", "shutdown_complete"}, Drained: at(15.3),
+				Ledger: QueueLedger{Published: 8, Deliveries: 8, Acked: 8, DoneOnce: 8},
+				Deliveries: []QueueDelivery{
+					{ID: "m1", N: 1, Consumer: "consumer-a-1", Leased: at(-3.1), Started: at(-3.1), Done: at(-0.1), Acked: at(9.1)},
+					{ID: "m5", N: 1, Consumer: "consumer-a-2", Leased: at(2.5), Started: at(2.5), Done: at(5.5), Acked: at(14.5)},
+				}},
+			{Name: "B: opted out", Queue: "b", Pod: "consumer-b-1", Grace: 3, PreStop: "none", SIGTERM: at(0.9), InHand: 4, Unfinished: 3,
+				ExitCode: code(137), Reason: "Error", PodGone: at(4.5), Drained: at(30.2),
+				Ledger: QueueLedger{Published: 8, Deliveries: 12, Redeliveries: 4, Expired: 4, Acked: 8, DoneOnce: 6, DoneTwice: 2, WorkCut: 1},
+				Deliveries: []QueueDelivery{
+					{ID: "m1", N: 1, Consumer: "consumer-b-1", Leased: at(-3.1), Started: at(-3.1), Done: at(-0.1), Expired: at(16.9)},
+				}},
+		}}}
+	r.Queue.Checks.Add("A: every message done exactly once, none lost", "8 done once", true, "%d done once", 8)
+	md := Markdown(r, ".")
+	for _, want := range []string{
+		"| 11. A queue consumer deleted mid-batch | passed | A: graceguard: 8 of 8 messages done once, 0 done twice, 0 cut, 0 redelivered, 0 lost; consumer exit code 0; " +
+			"B: opted out: 6 of 8 messages done once, 2 done twice, 1 cut, 4 redelivered, 0 lost; consumer exit code 137 |",
+		"## 11. A queue consumer deleted mid-batch",
+		"Each arm's Pod is deleted 2.0 s into\nthe work of the second message of its first batch",
+		"| A: graceguard | `routing=0s work=12s cleanup=2s margin=3s grace=17s` | 17 | none | 1.20 s | 4 / 3 | 0 | 9.10 s | exit code 0 (Completed); shutdown_complete at 9.10 s | 10.00 s | 15.30 s |",
+		"| B: opted out | `none` | 3 | none | 0.90 s | 4 / 3 | 0 | not observed | exit code 137 (Error); no shutdown_complete | 4.50 s | 30.20 s |",
+		"| B: opted out | 8 | 12 | 4 | 4 | 8 | 6 | 2 | 1 | 0 | 0 |",
+		"| m1 | 1 | `consumer-a-1` (deleted) | -3.10 s | -3.10 s | -0.10 s | 9.10 s | never |",
+		"| m5 | 1 | `consumer-a-2` | 2.50 s | 2.50 s | 5.50 s | 14.50 s | never |",
+		"| m1 | 1 | `consumer-b-1` (deleted) | -3.10 s | -3.10 s | -0.10 s | never | 16.90 s |",
+		"The deleted consumer's log: leased m1 m2 m3 m4 → sigterm in_hand=4 unfinished=3 → acked 4 → shutdown_complete.",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the queue scenario renders without %q:\n%s", want, md)
+		}
+	}
+}
+
+// testdata/run-queue.json is a real run of scenario 11 (make e2e, focused
+// on it): both arms, their ledgers and every delivery render.
+func TestRendersARealRunOfTheQueueScenario(t *testing.T) {
+	r, err := Read(filepath.Join("testdata", "run-queue.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Queue == nil || len(r.Queue.Arms) != 2 || len(r.Queue.Arms[1].Deliveries) != 12 {
+		t.Fatalf("the run has no scenario 11 with two arms and arm B's 12 deliveries: %+v", r.Queue)
+	}
+	md := Markdown(r, "e2e")
+	for _, want := range []string{
+		"| 11. A queue consumer deleted mid-batch | passed | A: graceguard, max-work = the batch's work: 8 of 8 messages done once, 0 done twice, 0 cut, 0 redelivered, 0 lost; consumer exit code 0;",
+		"| B: opted out, grace shorter than the batch | 8 | 12 | 4 | 4 | 8 | 6 | 2 | 1 | 0 | 0 |",
+		"`routing=0s work=16s cleanup=2s margin=3s grace=21s`",
+		"exit code 137 (Error); no shutdown_complete",
+		"### B: opted out, grace shorter than the batch",
+		"(deleted) | -6.00 s | -2.00 s | 2.00 s | never | 13.99 s |",
+		"`registry.local/queue:e2e` (sha256:",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the Markdown lacks %q", want)
+		}
+	}
+}

@@ -31,6 +31,7 @@ import (
 	"github.com/graceguard/graceguard/pkg/mutate"
 	"github.com/graceguard/graceguard/pkg/server"
 	"github.com/graceguard/graceguard/test/harness/chart"
+	"github.com/graceguard/graceguard/test/harness/logs"
 )
 
 // APIServerOptions configure StartAPIServer.
@@ -135,7 +136,7 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (_ *APIServer, err 
 	a.Env = &envtest.Environment{BinaryAssetsDirectory: o.AssetsDir, CRDDirectoryPaths: o.CRDDirs, ErrorIfCRDPathMissing: true}
 	if !o.Alone {
 		// The CustomResourceDefinitions the chart ships (ShutdownReport).
-		a.Env.CRDDirectoryPaths = append(a.Env.CRDDirectoryPaths, filepath.Join(chart.ChartDir(), "crds"))
+		a.Env.CRDDirectoryPaths = append(a.Env.CRDDirectoryPaths, chart.CRDDir())
 		a.Env.WebhookInstallOptions = envtest.WebhookInstallOptions{
 			LocalServingHost:   "127.0.0.1",
 			LocalServingPort:   port,
@@ -321,7 +322,7 @@ func (a *APIServer) WaitMutating(ctx context.Context, timeout time.Duration) err
 	}
 	err := fmt.Errorf("graceguard did not mutate Pods within %s (last error: %v)", timeout, last)
 	if a.Webhook != nil {
-		err = fmt.Errorf("%w; its log %s ends with:\n%s", err, a.Webhook.Log, a.Webhook.logTail(15))
+		err = fmt.Errorf("%w; its log %s ends with:\n%s", err, a.Webhook.Log, logs.Tail(a.Webhook.Log, 15))
 	}
 	return err
 }

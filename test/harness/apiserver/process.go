@@ -2,14 +2,14 @@ package apiserver
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/graceguard/graceguard/test/harness/logs"
 )
 
 // Process is a server a test or a benchmark runs as a program of its own
@@ -61,7 +61,7 @@ func (p *Process) PID() int { return p.cmd.Process.Pid }
 func (p *Process) Exited() error {
 	select {
 	case <-p.done:
-		return fmt.Errorf("%s exited (%v); its log %s ends with:\n%s", p.Name, p.err, p.Log, p.logTail(15))
+		return fmt.Errorf("%s exited (%v); its log %s ends with:\n%s", p.Name, p.err, p.Log, logs.Tail(p.Log, 15))
 	default:
 		return nil
 	}
@@ -95,24 +95,4 @@ func Readyz(port int) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
-}
-
-// logTail returns the last n lines of the process's log, for error
-// messages (the log's last 64 KiB at most).
-func (p *Process) logTail(n int) string {
-	f, err := os.Open(p.Log)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	const max = 64 << 10
-	if fi, err := f.Stat(); err == nil && fi.Size() > max {
-		_, _ = f.Seek(fi.Size()-max, io.SeekStart)
-	}
-	b, _ := io.ReadAll(f)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -6,7 +6,6 @@ package chart
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -31,6 +30,10 @@ func ChartDir() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..", "..", "charts", "graceguard")
 }
+
+// CRDDir holds the CustomResourceDefinitions the chart installs
+// (templates/crds.yaml renders them): what make generate writes.
+func CRDDir() string { return filepath.Join(ChartDir(), "files", "crds") }
 
 // Webhooks are the admission configurations the chart installs.
 type Webhooks struct {
@@ -83,6 +86,13 @@ func Render(releaseName, namespace string, values map[string]any) (string, error
 // webhook Deployment's container: the arguments, environment and
 // resources an install runs the webhook binary with.
 func WebhookContainer(releaseName, namespace string, values map[string]any) (corev1.Container, error) {
+	return Container(releaseName, namespace, values, "webhook")
+}
+
+// Container renders the chart like `helm template` and returns the
+// container called name of the Deployments it renders: "webhook", or
+// "observer" (`webhook observe`).
+func Container(releaseName, namespace string, values map[string]any, name string) (corev1.Container, error) {
 	manifest, err := Render(releaseName, namespace, values)
 	if err != nil {
 		return corev1.Container{}, err
@@ -91,7 +101,7 @@ func WebhookContainer(releaseName, namespace string, values map[string]any) (cor
 	for {
 		doc, err := rd.Read()
 		if err == io.EOF {
-			return corev1.Container{}, errors.New("the chart rendered no Deployment with a container named webhook")
+			return corev1.Container{}, fmt.Errorf("the chart rendered no Deployment with a container named %s", name)
 		}
 		if err != nil {
 			return corev1.Container{}, err
@@ -110,7 +120,7 @@ func WebhookContainer(releaseName, namespace string, values map[string]any) (cor
 			return corev1.Container{}, err
 		}
 		for _, c := range d.Spec.Template.Spec.Containers {
-			if c.Name == "webhook" {
+			if c.Name == name {
 				return c, nil
 			}
 		}

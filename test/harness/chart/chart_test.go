@@ -2,7 +2,6 @@ package chart
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -64,28 +63,32 @@ func TestKustomizationUsesTheGeneratedManifest(t *testing.T) {
 }
 
 // installManifest is config/install.yaml: the chart with its default
-// values in namespace graceguard-system, preceded by the Namespace, for
-// people who install with `kubectl apply` instead of Helm.
+// values in namespace graceguard-system (the CRD among them), preceded by
+// the Namespace, for people who install with `kubectl apply` instead of
+// Helm. Helm's hooks (`helm test`, the pre-delete Job) are not in it: they
+// run at Helm's events only.
 func installManifest() (string, error) {
 	const ns = "graceguard-system"
 	m, err := Render("graceguard", ns, nil)
 	if err != nil {
 		return "", err
 	}
-	// What `helm install` applies first: the chart's crds/.
-	crds, err := filepath.Glob(filepath.Join(ChartDir(), "crds", "*.yaml"))
-	if err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	for _, f := range crds {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return "", err
-		}
-		b.WriteString("---\n# Source: graceguard/crds/" + filepath.Base(f) + "\n" + strings.TrimPrefix(string(data), "---\n"))
-	}
 	return "# Generated from charts/graceguard with its default values by `make manifests`; do not edit.\n" +
 		"# kubectl apply -k config/  (or kubectl apply -f config/install.yaml)\n" +
-		"---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + ns + "\n" + b.String() + m, nil
+		"---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + ns + "\n" + m, nil
+}
+
+// Container finds the chart's containers by name, the observer's among
+// them, and names the one it cannot find.
+func TestContainerFindsTheChartsContainersByName(t *testing.T) {
+	c, err := Container("graceguard", "graceguard-system", nil, "observer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Args) == 0 || c.Args[0] != "observe" || c.Resources.Limits.Memory().IsZero() {
+		t.Errorf("observer container: args %v, memory limit %v; want `observe ...` and a limit", c.Args, c.Resources.Limits.Memory())
+	}
+	if _, err := Container("graceguard", "graceguard-system", nil, "sidecar"); err == nil || !strings.Contains(err.Error(), "sidecar") {
+		t.Errorf("Container(sidecar) = %v, want an error naming it", err)
+	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/graceguard/graceguard/test/harness/logs"
 	"github.com/graceguard/graceguard/test/harness/ocipack"
 )
 
@@ -105,14 +106,14 @@ func ensureHostPackages(ctx context.Context, o Options) (runc, cniDir string, er
 		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			return fmt.Errorf("apt-get install: %w\n%s", err, lastLines(string(out), 15))
+			return fmt.Errorf("apt-get install: %w\n%s", err, logs.LastLines(string(out), 15))
 		}
 		return nil
 	}
 	if err := install(); err != nil {
 		o.Logf("apt-get install failed; running apt-get update and retrying")
 		if out, uerr := exec.CommandContext(ctx, "apt-get", "update").CombinedOutput(); uerr != nil {
-			return "", "", fmt.Errorf("cluster: %v; apt-get update: %v\n%s", err, uerr, lastLines(string(out), 15))
+			return "", "", fmt.Errorf("cluster: %v; apt-get update: %v\n%s", err, uerr, logs.LastLines(string(out), 15))
 		}
 		if err := install(); err != nil {
 			return "", "", fmt.Errorf("cluster: %w", err)
@@ -146,7 +147,7 @@ func ensureKubernetes(ctx context.Context, o Options) (string, error) {
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("cluster: %s: %w", script, err)
 	}
-	dir := strings.TrimSpace(lastLines(stdout.String(), 1))
+	dir := strings.TrimSpace(logs.LastLines(stdout.String(), 1))
 	for _, bin := range []string{"kube-apiserver", "etcd", "kubelet", "kube-controller-manager", "kubectl"} {
 		if _, err := os.Stat(filepath.Join(dir, bin)); err != nil {
 			return "", fmt.Errorf("cluster: %s printed %q, which lacks %s", script, dir, bin)
@@ -308,14 +309,6 @@ func flock(ctx context.Context, path string) (unlock func(), err error) {
 func setProcessGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // logWriter turns a command's output into Logf lines.

@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/graceguard/graceguard/test/harness/logs"
 )
 
 // Cluster is a running cluster.
@@ -206,7 +208,7 @@ func (c *Cluster) waitReady(ctx context.Context, comp component, r procRecord) e
 	}
 	return c.poll(ctx, comp.name+" ready", func(ctx context.Context) (bool, error) {
 		if !r.alive() {
-			return false, fmt.Errorf("cluster: %s (pid %d) exited; last lines of %s:\n%s", comp.name, r.PID, c.l.logFile(comp.name), tailFile(c.l.logFile(comp.name), 25))
+			return false, fmt.Errorf("cluster: %s (pid %d) exited; last lines of %s:\n%s", comp.name, r.PID, c.l.logFile(comp.name), logs.Tail(c.l.logFile(comp.name), 25))
 		}
 		return check(ctx) == nil, nil
 	})
@@ -287,7 +289,7 @@ func (c *Cluster) waitNodeReady(ctx context.Context) error {
 	r, _ := readRecord(c.l, "kubelet")
 	return c.poll(ctx, "node "+NodeName+" Ready", func(ctx context.Context) (bool, error) {
 		if !r.alive() {
-			return false, fmt.Errorf("cluster: kubelet (pid %d) exited; last lines of %s:\n%s", r.PID, c.l.logFile("kubelet"), tailFile(c.l.logFile("kubelet"), 25))
+			return false, fmt.Errorf("cluster: kubelet (pid %d) exited; last lines of %s:\n%s", r.PID, c.l.logFile("kubelet"), logs.Tail(c.l.logFile("kubelet"), 25))
 		}
 		node, err := c.Client.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
 		if err != nil {
@@ -360,7 +362,7 @@ func (c *Cluster) ImportImage(ctx context.Context, archive string) error {
 	if err != nil {
 		return fmt.Errorf("cluster: import %s: %w", archive, err)
 	}
-	c.opts.Logf("imported %s in %s: %s", filepath.Base(archive), time.Since(start).Round(time.Millisecond), strings.Join(strings.Fields(lastLines(out, 1)), " "))
+	c.opts.Logf("imported %s in %s: %s", filepath.Base(archive), time.Since(start).Round(time.Millisecond), strings.Join(strings.Fields(logs.LastLines(out, 1)), " "))
 	return nil
 }
 

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/graceguard/graceguard/test/harness/repo"
 )
 
 // These tests cover the parts of the harness that need no root: the e2e
@@ -225,7 +227,7 @@ func TestOptionsRefuseDangerousOrLongDirs(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(root) })
-	if err := os.WriteFile(filepath.Join(root, "go.mod"), []byte("module "+modulePath+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(root, "go.mod"), []byte("module "+repo.ModulePath+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ dir, want string }{

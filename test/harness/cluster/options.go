@@ -1,14 +1,14 @@
 package cluster
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
 	"log"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/graceguard/graceguard/test/harness/repo"
 )
 
 // The cluster's fixed shape. One cluster per machine, so these are constants
@@ -50,7 +50,6 @@ const (
 	// kubelet) uses; images for Pods must be imported there.
 	ContainerdNamespace = "k8s.io"
 
-	modulePath = "github.com/graceguard/graceguard"
 	// ownerFile names the run directory of the machine's cluster.
 	ownerFile = "/run/graceguard-cluster/owner"
 )
@@ -83,9 +82,9 @@ func (o Options) complete() (Options, error) {
 		o.Timeout = 3 * time.Minute
 	}
 	if o.RepoRoot == "" {
-		root, err := findRepoRoot()
+		root, err := repo.Root()
 		if err != nil {
-			return o, err
+			return o, fmt.Errorf("cluster: %w; or set Options.RepoRoot", err)
 		}
 		o.RepoRoot = root
 	}
@@ -112,39 +111,6 @@ func (o Options) complete() (Options, error) {
 		return o, fmt.Errorf("cluster: run directory %q is too long: the containerd socket path would be %d bytes (max 107); set GG_CLUSTER_DIR to a shorter path", o.Dir, n)
 	}
 	return o, nil
-}
-
-// findRepoRoot walks up from the working directory to graceguard's go.mod.
-func findRepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if isModuleRoot(filepath.Join(dir, "go.mod")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("cluster: cannot find the graceguard repository (go.mod of " + modulePath + ") above the working directory; set Options.RepoRoot")
-		}
-		dir = parent
-	}
-}
-
-func isModuleRoot(gomod string) bool {
-	f, err := os.Open(gomod)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if fields := strings.Fields(s.Text()); len(fields) == 2 && fields[0] == "module" {
-			return fields[1] == modulePath
-		}
-	}
-	return false
 }
 
 // layout is every path of a run directory.

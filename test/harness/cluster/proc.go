@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -229,21 +228,6 @@ func cmdlineOf(pid int) []string {
 		return nil
 	}
 	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-}
-
-// tailFile returns the last n lines of path, for error messages.
-func tailFile(path string, n int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	const max = 64 << 10
-	if fi, err := f.Stat(); err == nil && fi.Size() > max {
-		_, _ = f.Seek(fi.Size()-max, io.SeekStart)
-	}
-	b, _ := io.ReadAll(f)
-	return lastLines(string(b), n)
 }
 
 // runCmd runs a short helper command and returns its combined output.

@@ -229,16 +229,5 @@ func report(root, out string, rn *evidence.Runner, docs string) int {
 }
 
 func summaryText(r *evidence.Run) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "e2e evidence summary (passed=%v)\n", r.Passed)
-	md := evidence.Markdown(r, ".")
-	// The summary table of the Markdown, as is.
-	if i := strings.Index(md, "## Summary"); i >= 0 {
-		rest := md[i:]
-		if j := strings.Index(rest[3:], "\n## "); j >= 0 {
-			rest = rest[:j+3]
-		}
-		b.WriteString(rest)
-	}
-	return b.String()
+	return fmt.Sprintf("e2e evidence summary (passed=%v)\n", r.Passed) + evidence.Summary(r)
 }

@@ -1,4 +1,9 @@
-package bench
+// Package proc reads what Linux's /proc says about a process and the
+// machine: CPU time, resident memory and its peak, load averages, the CPU
+// model. The benchmarks and the scale harness measure the processes they
+// start with it, from the outside, so that a figure is what the kernel
+// charged, whatever the process says about itself.
+package proc
 
 import (
 	"bufio"
@@ -15,8 +20,8 @@ import (
 // independent of CONFIG_HZ).
 const clockTicks = 100
 
-// cpuTime is the CPU time (user + system, all threads) the process has used.
-func cpuTime(pid int) (time.Duration, error) {
+// CPUTime is the CPU time (user + system, all threads) the process has used.
+func CPUTime(pid int) (time.Duration, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err
@@ -40,18 +45,19 @@ func cpuTime(pid int) (time.Duration, error) {
 	return time.Duration(ut+st) * time.Second / clockTicks, nil
 }
 
-// memory is what /proc/<pid>/status says about the process's memory, in bytes.
-type memory struct {
-	RSS, HWM int64 // VmRSS, VmHWM (peak RSS since start or the last resetPeak)
+// Memory is what /proc/<pid>/status says about a process's memory, in bytes.
+type Memory struct {
+	RSS, HWM int64 // VmRSS, VmHWM (peak RSS since start or the last ResetPeak)
 }
 
-func readMemory(pid int) (memory, error) {
+// ReadMemory reads VmRSS and VmHWM of the process.
+func ReadMemory(pid int) (Memory, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return memory{}, err
+		return Memory{}, err
 	}
 	defer f.Close()
-	var m memory
+	var m Memory
 	s := bufio.NewScanner(f)
 	for s.Scan() {
 		k, v, ok := strings.Cut(s.Text(), ":")
@@ -69,21 +75,21 @@ func readMemory(pid int) (memory, error) {
 		}
 		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 		if err != nil {
-			return memory{}, fmt.Errorf("/proc/%d/status %s: %v", pid, k, err)
+			return Memory{}, fmt.Errorf("/proc/%d/status %s: %v", pid, k, err)
 		}
 		*dst = kb << 10
 	}
 	return m, s.Err()
 }
 
-// resetPeak resets VmHWM to the current RSS (Linux >= 4.0, clear_refs 5),
+// ResetPeak resets VmHWM to the current RSS (Linux >= 4.0, clear_refs 5),
 // so the peak of one load run is not the peak of an earlier one.
-func resetPeak(pid int) error {
+func ResetPeak(pid int) error {
 	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
 }
 
-// loadAvg is /proc/loadavg's 1, 5 and 15 minute load averages.
-func loadAvg() ([3]float64, error) {
+// LoadAvg is /proc/loadavg's 1, 5 and 15 minute load averages.
+func LoadAvg() ([3]float64, error) {
 	var l [3]float64
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
@@ -101,8 +107,8 @@ func loadAvg() ([3]float64, error) {
 	return l, nil
 }
 
-// cpuModel is the first "model name" of /proc/cpuinfo.
-func cpuModel() string {
+// CPUModel is the first "model name" of /proc/cpuinfo.
+func CPUModel() string {
 	b, err := os.ReadFile("/proc/cpuinfo")
 	if err != nil {
 		return "unknown"
@@ -115,8 +121,8 @@ func cpuModel() string {
 	return "unknown"
 }
 
-// memTotal is MemTotal of /proc/meminfo in bytes.
-func memTotal() int64 {
+// MemTotal is MemTotal of /proc/meminfo in bytes.
+func MemTotal() int64 {
 	b, err := os.ReadFile("/proc/meminfo")
 	if err != nil {
 		return 0
@@ -130,7 +136,8 @@ func memTotal() int64 {
 	return 0
 }
 
-func kernel() string {
+// Kernel is the running kernel's release.
+func Kernel() string {
 	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
 	if err != nil {
 		return "unknown"
@@ -138,9 +145,9 @@ func kernel() string {
 	return strings.TrimSpace(string(b))
 }
 
-// children finds this process's children by command name (envtest starts
-// kube-apiserver and etcd as children of the bench).
-func children(names ...string) map[string]int {
+// Children finds this process's children by command name (envtest starts
+// kube-apiserver and etcd as children of the benchmark).
+func Children(names ...string) map[string]int {
 	out := map[string]int{}
 	self := os.Getpid()
 	entries, err := os.ReadDir("/proc")

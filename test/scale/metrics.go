@@ -1,0 +1,155 @@
+package scale
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"k8s.io/client-go/kubernetes"
+)
+
+// exposition is one scrape of a /metrics endpoint, by metric family.
+type exposition map[string]*dto.MetricFamily
+
+func parseExposition(b []byte) (exposition, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	return exposition(fams), nil
+}
+
+// scrape reads a process's /metrics over HTTP.
+func scrape(ctx context.Context, url string) (exposition, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: HTTP %d: %.200s", url, resp.StatusCode, b)
+	}
+	return parseExposition(b)
+}
+
+// scrapeAPIServer reads the API server's /metrics as the admin.
+func scrapeAPIServer(ctx context.Context, kube kubernetes.Interface) (exposition, error) {
+	b, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("GET /metrics of the API server: %w", err)
+	}
+	return parseExposition(b)
+}
+
+// label is the value of a metric's label, "" when it has none.
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// matches says whether m's labels have the values of want (a label it
+// does not carry has the value "").
+func matches(m *dto.Metric, want map[string]string) bool {
+	for k, v := range want {
+		if label(m, k) != v {
+			return false
+		}
+	}
+	return true
+}
+
+// value is a counter's or gauge's value, or a histogram's count.
+func value(m *dto.Metric) float64 {
+	switch {
+	case m.Counter != nil:
+		return m.GetCounter().GetValue()
+	case m.Gauge != nil:
+		return m.GetGauge().GetValue()
+	case m.Histogram != nil:
+		return float64(m.GetHistogram().GetSampleCount())
+	}
+	return 0
+}
+
+// sum adds the values of the series of a family whose labels match want;
+// 0 when it is absent.
+func (e exposition) sum(name string, want map[string]string) float64 {
+	var total float64
+	for _, m := range e[name].GetMetric() {
+		if matches(m, want) {
+			total += value(m)
+		}
+	}
+	return total
+}
+
+// by sums the series of a family whose labels match want by the values of
+// the labels named, joined with "/".
+func (e exposition) by(name string, want map[string]string, labels ...string) map[string]float64 {
+	out := map[string]float64{}
+	for _, m := range e[name].GetMetric() {
+		if !matches(m, want) {
+			continue
+		}
+		key := make([]string, len(labels))
+		for i, l := range labels {
+			key[i] = label(m, l)
+		}
+		out[strings.Join(key, "/")] += value(m)
+	}
+	return out
+}
+
+// histogram sums the histograms of a family whose labels match want.
+func (e exposition) histogram(name string, want map[string]string) Histogram {
+	var h Histogram
+	for _, m := range e[name].GetMetric() {
+		if m.Histogram == nil || !matches(m, want) {
+			continue
+		}
+		ph := m.GetHistogram()
+		h.Count += float64(ph.GetSampleCount())
+		h.Sum += ph.GetSampleSum()
+		for _, b := range ph.GetBucket() {
+			le := b.GetUpperBound()
+			if math.IsInf(le, 1) {
+				continue
+			}
+			i, found := slices.BinarySearchFunc(h.Buckets, le, func(x Bucket, le float64) int {
+				switch {
+				case x.Le < le:
+					return -1
+				case x.Le > le:
+					return 1
+				}
+				return 0
+			})
+			if !found {
+				h.Buckets = slices.Insert(h.Buckets, i, Bucket{Le: le})
+			}
+			h.Buckets[i].Count += float64(b.GetCumulativeCount())
+		}
+	}
+	return h
+}
