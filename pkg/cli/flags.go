@@ -34,10 +34,12 @@ type inputFlags struct {
 	namespaceSet bool
 	opts         mutate.Options
 	fs           *pflag.FlagSet
+	// command names the command in hints ("render it and pipe it into mutate").
+	command string
 }
 
 func bindInputFlags(cmd *cobra.Command) *inputFlags {
-	f := &inputFlags{namespace: "default", annotations: map[string]string{}, opts: mutate.DefaultOptions(), fs: cmd.Flags()}
+	f := &inputFlags{namespace: "default", annotations: map[string]string{}, opts: mutate.DefaultOptions(), fs: cmd.Flags(), command: cmd.Name()}
 	fs := cmd.Flags()
 	fs.StringArrayVarP(&f.files, "filename", "f", nil, "YAML or JSON file, directory of them, http(s) URL, or - for stdin (repeatable)")
 	fs.BoolVarP(&f.recursive, "recursive", "R", false, "read directories given with -f recursively")

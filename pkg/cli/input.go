@@ -146,6 +146,10 @@ func (f *inputFlags) load(ctx context.Context, stdin io.Reader, errOut io.Writer
 	defer func() {
 		if err != nil {
 			in.close()
+			var te *manifest.TemplateError
+			if errors.As(err, &te) && f.command != "" {
+				te.Command = f.command
+			}
 		}
 	}()
 	notes := &nsNotes{}

@@ -96,9 +96,25 @@ func ReadFile(r io.Reader, source string) (*File, error) {
 // template and the command that renders it instead.
 func notYAML(src string, doc []byte, err error) error {
 	if bytes.Contains(doc, []byte("{{")) {
-		return fmt.Errorf("%s: not valid YAML or JSON: it holds template actions ({{ ... }}), as a Helm chart's templates do; render it first and pipe the result in (helm template CHART | kubectl graceguard check -f -)", src)
+		return &TemplateError{Source: src}
 	}
 	return fmt.Errorf("%s: not valid YAML or JSON: %w", src, err)
+}
+
+// TemplateError is a document that holds template actions ({{ ... }}), as a
+// Helm chart's templates do. Its message names the command to pipe the
+// rendered chart into: Command, or check when it is unset.
+type TemplateError struct {
+	Source  string
+	Command string
+}
+
+func (e *TemplateError) Error() string {
+	cmd := e.Command
+	if cmd == "" {
+		cmd = "check"
+	}
+	return fmt.Sprintf("%s: not valid YAML or JSON: it holds template actions ({{ ... }}), as a Helm chart's templates do; render it first and pipe the result in (helm template CHART | kubectl graceguard %s -f -)", e.Source, cmd)
 }
 
 func stripComments(b []byte) []byte {
