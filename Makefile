@@ -57,6 +57,11 @@ golden: ## Regenerate golden files after an intended change (review the diff!); 
 	UPDATE_GOLDEN=1 $(GO) test ./pkg/mutate/ ./pkg/cli/ ./pkg/manifest/
 	UPDATE_GOLDEN=1 $(GO) -C test test ./harness/chart/
 
+.PHONY: differential
+differential: ## Hold the working tree's decisions to BASE's (a refactor changes none): mutate, check and explain of both plugins on the repository's inputs and a generated corpus. BASE=REF [DIFF_ARGS=-ignore REGEXP]
+	@test -n "$(BASE)" || { echo "make differential: set BASE to the git revision to compare with, e.g. BASE=HEAD~3"; exit 2; }
+	$(GO) -C hack run ./differential -base $(BASE) $(DIFF_ARGS)
+
 .PHONY: generate
 generate: ## Regenerate what derives from Go: deep-copy code and CRD (controller-gen, pinned), the chart's profile table, proof whitelist and flag ranges (_generated.tpl), the tables of README and docs/.
 	hack/generate.sh
