@@ -283,7 +283,7 @@ func TestRendersTheIngressScenario(t *testing.T) {
 		Provider: "kubernetesIngress on namespaces a and b", Entrypoint: "127.0.0.1:40123", Throttle: 2,
 		Withdrawal: &Withdrawal{Namespace: "gg-e2e-ingress-a", Workload: "withdraw", Replicas: 3, Rate: 90, PreStop: "sleep 10s", Quiet: 3,
 			Rounds: []WithdrawalRound{{Pod: "withdraw-1", Routed: 40, LastRouted: at(1.234)}, {Pod: "withdraw-2", Routed: 0, LastRouted: at(0)}},
-			Min: 0, Median: 0, P90: 1.234, Max: 1.234, Sent: 2000, Profile: "traefik", ProfileRouting: 3, ProfileMargin: 1},
+			Min:    0, Median: 0, P90: 1.234, Max: 1.234, Sent: 2000, Profile: "traefik", ProfileRouting: 3, ProfileMargin: 1},
 		Rollout: &Rollout{Rate: 50, Work: 0.1, ClientTimeout: 5, Replicas: 3, Strategy: "RollingUpdate maxSurge=1 maxUnavailable=0", Arms: []*Arm{
 			{Name: "A: graceguard, routing-profile traefik", Namespace: "gg-e2e-ingress-a", OptedIn: true, PreStop: "sleep 3s", Grace: 10, Sent: 900, Succeeded: 900},
 			{Name: "B: no graceguard", Namespace: "gg-e2e-ingress-b", PreStop: "none", Grace: 30, Sent: 800, Succeeded: 790, Failed: 10, Rejected: 4,
