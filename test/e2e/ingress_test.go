@@ -427,7 +427,7 @@ func measureWithdrawal(ctx context.Context, t *traefikProc, in *evidence.Ingress
 		Expect(kube.CoreV1().Pods(ns).Delete(ctx, victim, metav1.DeleteOptions{})).To(Succeed())
 		Eventually(func() time.Duration {
 			return time.Since(later(t0, ld.last(victim)))
-		}).WithTimeout(withdrawHook+withdrawQuiet).WithPolling(50*time.Millisecond).Should(BeNumerically(">=", withdrawQuiet),
+		}).WithTimeout(2*withdrawHook).WithPolling(50*time.Millisecond).Should(BeNumerically(">=", withdrawQuiet),
 			"Traefik stops routing to %s", victim)
 		round := evidence.WithdrawalRound{Pod: victim}
 		for _, r := range ld.snapshot()[before:] {
