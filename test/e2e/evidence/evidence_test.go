@@ -318,3 +318,33 @@ func TestRendersTheIngressScenario(t *testing.T) {
 		}
 	}
 }
+
+// testdata/run-ingress.json is a real run of scenario 12 (make e2e,
+// focused on it, with the traefik profile at 4s): the withdrawal rounds,
+// both rollout arms and both held requests render.
+func TestRendersARealRunOfTheIngressScenario(t *testing.T) {
+	r, err := Read(filepath.Join("testdata", "run-ingress.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := r.Ingress
+	if in == nil || in.Withdrawal == nil || len(in.Withdrawal.Rounds) != 12 || in.Rollout == nil || len(in.Rollout.Arms) != 2 || len(in.Held) != 2 {
+		t.Fatalf("the run has no scenario 12 with 12 withdrawal rounds, two rollout arms and two held requests: %+v", in)
+	}
+	md := Markdown(r, "e2e")
+	for _, want := range []string{
+		"| 12. Through a real ingress: Traefik | passed | Traefik v3.6.12; withdrawal over 12 deletions: min 0.192 s, median 0.927 s, p90 1.695 s, max 1.966 s; " +
+			"rollout: A: graceguard, routing-profile traefik: 0 of 763 failed; B: no graceguard: 71 of 703 failed; " +
+			"held request, A: graceguard, routing-profile traefik: 200 completed at 9.95 s; held request, B: no graceguard, grace 3: 502 at 4.30 s |",
+		"| 6 | `withdraw-949d45548-xhcmw` | 60 | 1.966 s | 0 |",
+		"max **1.966 s**; 0 of 4454 requests failed during the measurement.",
+		"routing profile ships **4.0 s**",
+		"| A: graceguard, routing-profile traefik | `gg-e2e-ingress-a` | preStop sleep 4s, grace 30; `routing=4s work=2s cleanup=2s margin=3s grace=30s` | 763 | 763 | 0 |",
+		"| B: no graceguard | `gg-e2e-ingress-b` | preStop none, grace 30 | 703 | 632 | 71 | 2 | 48 | http_502 21, rejected_503 2, timeout 48 |",
+		"| B: no graceguard, grace 3 | `gg-e2e-ingress-b/held` | `none` | 3 | none | 10 s | 1.26 s | 4.30 s: 502 Bad Gateway |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the Markdown lacks %q", want)
+		}
+	}
+}
