@@ -36,6 +36,7 @@ type page struct {
 	Admission                        *admissionPage
 	Memory                           *memoryPage
 	Shutdowns                        *shutdownPage
+	Failovers                        *failoverPage
 	Extrapolation                    *extrapolationPage
 	Kwok                             string
 }
@@ -67,6 +68,11 @@ type shutdownPage struct {
 	Flush                                     string
 }
 
+type failoverPage struct {
+	Table        *table
+	After, Flush string
+}
+
 type extrapolationPage struct {
 	E     Envelope
 	Table *table
@@ -86,7 +92,7 @@ func (r *Results) Markdown() string {
 func (r *Results) page() page {
 	p := page{Scenario: r.Options.Scenario, Started: r.Started.Format("2006-01-02 15:04 MST"), Seconds: fmt.Sprintf("%.0f", r.Seconds), ClusterSeconds: fmt.Sprintf("%.0f", r.ClusterSeconds),
 		JSON: docJSON, Options: r.Options, Machine: r.machineTable(), Load: r.loadTable(), Phases: r.phaseTable(), CPU: r.cpuTable(),
-		Admission: r.admissionPage(), Memory: r.memoryPage(), Shutdowns: r.shutdownPage(), Extrapolation: r.extrapolationPage(Kubernetes),
+		Admission: r.admissionPage(), Memory: r.memoryPage(), Shutdowns: r.shutdownPage(), Failovers: r.failoverPage(), Extrapolation: r.extrapolationPage(Kubernetes),
 		Kwok: r.Machine.Kwok}
 	for _, l := range []pageList{{"Problems in this run", r.Problems}, {"Caveats", r.Caveats}} {
 		if len(l.Items) > 0 {
@@ -271,12 +277,7 @@ func (r *Results) shutdownPage() *shutdownPage {
 	if s == nil {
 		return nil
 	}
-	sp := &shutdownPage{S: s, Once: s.ObservedOnce(), Churn: num(s.ChurnSeconds), Lag: num(s.LagSeconds)}
-	for _, a := range r.Chart.ObserverArgs {
-		if v, ok := strings.CutPrefix(a, "--flush-interval="); ok {
-			sp.Flush = v
-		}
-	}
+	sp := &shutdownPage{S: s, Once: s.ObservedOnce(), Churn: num(s.ChurnSeconds), Lag: num(s.LagSeconds), Flush: r.flushFlag()}
 	if s.Shutdowns > 0 {
 		sp.WritesPerShutdown = num(s.ReportWrites / float64(s.Shutdowns))
 		sp.CPUPerShut = num(1000 * s.ObserverCPUSeconds / float64(s.Shutdowns))
@@ -296,6 +297,31 @@ func (r *Results) shutdownPage() *shutdownPage {
 		sp.Outcomes = o
 	}
 	return sp
+}
+
+func (r *Results) failoverPage() *failoverPage {
+	if len(r.Failovers) == 0 {
+		return nil
+	}
+	fp := &failoverPage{After: num(failoverAfter.Seconds()), Flush: r.flushFlag()}
+	t := &table{Head: []string{"Leader stopped by", "Stopped after (s)", "No leader for (s)", "Shutdowns", "Gone while no leader",
+		"Recorded", "Lost", "Lost %", "Killed (seen / recorded)"}, Right: []int{1, 2, 3, 4, 5, 6, 7, 8}}
+	for _, f := range r.Failovers {
+		t.Add(f.Signal, num(f.StoppedAfterSeconds), num(f.LeaderlessSeconds), count(float64(f.Shutdowns)), count(float64(f.GoneLeaderless)),
+			count(float64(f.Recorded)), count(float64(f.Lost())), num(f.LostPercent()), count(float64(f.Kills))+" / "+count(float64(f.RecordedKills)))
+	}
+	fp.Table = t
+	return fp
+}
+
+// flushFlag is the observer's --flush-interval as the chart sets it.
+func (r *Results) flushFlag() string {
+	for _, a := range r.Chart.ObserverArgs {
+		if v, ok := strings.CutPrefix(a, "--flush-interval="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 func (r *Results) extrapolationPage(e Envelope) *extrapolationPage {

@@ -26,6 +26,9 @@ type Results struct {
 	Admission Admission    `json:"admission"`
 	Memory    []MemoryStep `json:"memory"`
 	Shutdowns *Shutdowns   `json:"shutdowns,omitempty"`
+	// Failovers are the churns repeated with the observer's leader
+	// stopped (Options.Failover), SIGTERM first.
+	Failovers []Failover `json:"failovers,omitempty"`
 	// CPU is each process's CPU time over the run, and its peak RSS.
 	CPU []ProcCPU `json:"cpu"`
 	// Problems are phases that failed, in sentences; Caveats are
@@ -279,6 +282,42 @@ type Shutdowns struct {
 // kills included.
 func (s Shutdowns) ObservedOnce() bool {
 	return s.Shutdowns > 0 && s.Recorded == s.Shutdowns && s.RecordedKills == s.Kills
+}
+
+// Failover is a churn during which the observer's leader was stopped and
+// a standby replica took the Lease over.
+type Failover struct {
+	// Signal stopped the leader (SIGTERM, SIGKILL), StoppedAfterSeconds
+	// after the churn's first deletion.
+	Signal              string  `json:"signal"`
+	StoppedAfterSeconds float64 `json:"stoppedAfterSeconds"`
+	// LeaderlessSeconds runs from the signal until the Lease named the
+	// standby.
+	LeaderlessSeconds float64 `json:"leaderlessSeconds"`
+	// Shutdowns and Kills are the harness's count of the churn, as in
+	// Shutdowns; GoneLeaderless those whose Pods went while no replica
+	// held the Lease.
+	Shutdowns      int `json:"shutdowns"`
+	Kills          int `json:"kills"`
+	GoneLeaderless int `json:"goneLeaderless"`
+	// Recorded and RecordedKills are what the reports gained over the
+	// churn.
+	Recorded      int `json:"recorded"`
+	RecordedKills int `json:"recordedKills"`
+	// ChurnSeconds and LagSeconds as in Shutdowns.
+	ChurnSeconds float64 `json:"churnSeconds"`
+	LagSeconds   float64 `json:"lagSeconds"`
+}
+
+// Lost is the shutdowns the reports do not count.
+func (f Failover) Lost() int { return max(0, f.Shutdowns-f.Recorded) }
+
+// LostPercent is Lost as a share of the shutdowns.
+func (f Failover) LostPercent() float64 {
+	if f.Shutdowns == 0 {
+		return 0
+	}
+	return 100 * float64(f.Lost()) / float64(f.Shutdowns)
 }
 
 // ProcCPU is one process's CPU time over the run and its peak RSS.

@@ -182,6 +182,11 @@ func (rn *runner) run(ctx context.Context) error {
 	}
 	rn.cpuFigures()
 	r.ClusterSeconds = time.Since(measured).Seconds()
+	if o.Failover {
+		if err := rn.failovers(ctx); err != nil {
+			return err
+		}
+	}
 	keep = len(r.Problems) > 0
 	return nil
 }
@@ -391,52 +396,11 @@ func (rn *runner) churn(ctx context.Context, workload []string) error {
 	w.resetShutdowns()
 	restart := restartSet(o)
 	err = rn.phase(fmt.Sprintf("churn: %d Deployments restarted, %d Pods deleted", len(restart), o.Deletions), func() (int, error) {
-		now := time.Now()
-		var others []int
-		for g := range o.Deployments() {
-			ns, name := workloadNamespace(g/o.DeploymentsPerNamespace), deploymentName(g%o.DeploymentsPerNamespace)
-			if slices.Contains(restart, g) {
-				if err := c.restartDeployment(ctx, ns, name, now); err != nil {
-					return 0, err
-				}
-				s.Restarted++
-				continue
-			}
-			others = append(others, g)
+		var err error
+		if s.Restarted, s.Deleted, err = rn.disrupt(ctx, restart); err != nil {
+			return 0, err
 		}
-		// The deletions, spread over the other Deployments.
-		for i := 0; s.Deleted < o.Deletions && len(others) > 0; i++ {
-			g := others[i%len(others)]
-			per := (o.Deletions + len(others) - 1) / len(others)
-			n, err := c.deletePods(ctx, workloadNamespace(g/o.DeploymentsPerNamespace), deploymentName(g%o.DeploymentsPerNamespace), min(per, o.Deletions-s.Deleted))
-			s.Deleted += n
-			if err != nil {
-				return 0, err
-			}
-			if i >= len(others) && n == 0 {
-				break
-			}
-		}
-		// Done when every Deployment runs its template again and no Pod is
-		// still shutting down.
-		deadline := time.Now().Add(o.Timeout)
-		for {
-			done, err := c.rolledOut(ctx, o)
-			if err != nil {
-				return 0, err
-			}
-			n := w.snapshot()
-			if done && n.terminating == 0 && sumOver(n.running, workload) >= o.DeploymentPods() {
-				return n.shutdowns, nil
-			}
-			if err := c.exited(); err != nil {
-				return 0, err
-			}
-			if time.Now().After(deadline) {
-				return n.shutdowns, fmt.Errorf("not rolled out within %s (%d Pods still terminating)", o.Timeout, n.terminating)
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
+		return rn.settle(ctx, workload)
 	})
 	n := w.snapshot()
 	s.Shutdowns, s.Kills, s.Unfinished = n.shutdowns, n.kills, n.unfinished
@@ -487,6 +451,68 @@ func (rn *runner) churn(ctx context.Context, workload []string) error {
 		rn.r.problem("shutdowns: %d Pods shut down (%d killed), the reports count %d (%d killed)", s.Shutdowns, s.Kills, s.Recorded, s.RecordedKills)
 	}
 	return nil
+}
+
+// disrupt restarts the Deployments of restart and deletes o.Deletions
+// Pods of the others.
+func (rn *runner) disrupt(ctx context.Context, restart []int) (restarted, deleted int, err error) {
+	o, c := rn.o, rn.c
+	now := time.Now()
+	var others []int
+	for g := range o.Deployments() {
+		ns, name := workloadNamespace(g/o.DeploymentsPerNamespace), deploymentName(g%o.DeploymentsPerNamespace)
+		if slices.Contains(restart, g) {
+			if err := c.restartDeployment(ctx, ns, name, now); err != nil {
+				return restarted, deleted, err
+			}
+			restarted++
+			continue
+		}
+		others = append(others, g)
+	}
+	// The deletions, spread over the other Deployments.
+	for i := 0; deleted < o.Deletions && len(others) > 0; i++ {
+		g := others[i%len(others)]
+		per := (o.Deletions + len(others) - 1) / len(others)
+		n, err := c.deletePods(ctx, workloadNamespace(g/o.DeploymentsPerNamespace), deploymentName(g%o.DeploymentsPerNamespace), min(per, o.Deletions-deleted))
+		deleted += n
+		if err != nil {
+			return restarted, deleted, err
+		}
+		if i >= len(others) && n == 0 {
+			break
+		}
+	}
+	return restarted, deleted, nil
+}
+
+// settle waits until every Deployment runs its template again and no Pod
+// is still shutting down; it returns the shutdowns seen since the watch's
+// reset.
+func (rn *runner) settle(ctx context.Context, workload []string) (int, error) {
+	o, c, w := rn.o, rn.c, rn.w
+	deadline := time.Now().Add(o.Timeout)
+	for {
+		done, err := c.rolledOut(ctx, o)
+		if err != nil {
+			return 0, err
+		}
+		n := w.snapshot()
+		if done && n.terminating == 0 && sumOver(n.running, workload) >= o.DeploymentPods() {
+			return n.shutdowns, nil
+		}
+		if err := c.exited(); err != nil {
+			return 0, err
+		}
+		if time.Now().After(deadline) {
+			return n.shutdowns, fmt.Errorf("not rolled out within %s (%d Pods still terminating)", o.Timeout, n.terminating)
+		}
+		select {
+		case <-ctx.Done():
+			return n.shutdowns, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 // restartSet is the global indexes of the Deployments a churn restarts,
