@@ -12,6 +12,7 @@ import (
 	"text/template"
 
 	"github.com/graceguard/graceguard/test/harness/mdtable"
+	"github.com/graceguard/graceguard/test/harness/proc"
 )
 
 //go:embed scale.md.tmpl
@@ -104,16 +105,12 @@ func (r *Results) page() page {
 
 func (r *Results) machineTable() *table {
 	m := r.Machine
+	rows := append(m.Rows(), [2]string{"kube-apiserver, kube-controller-manager, kube-scheduler", m.KubeAPIServer},
+		[2]string{"kwok (sigs.k8s.io/kwok)", m.Kwok})
 	t := &table{Head: []string{"", ""}}
-	t.Add("CPUs (`nproc`)", fmt.Sprint(m.NProc))
-	t.Add("CPU model", m.CPUModel)
-	t.Add("memory", fmt.Sprintf("%.1f GiB", m.MemoryGiB))
-	t.Add("kernel", m.Kernel)
-	t.Add("Go", m.GoVersion)
-	t.Add("kube-apiserver, kube-controller-manager, kube-scheduler", m.KubeAPIServer)
-	t.Add("kwok (sigs.k8s.io/kwok)", m.Kwok)
-	t.Add("load average at start (1, 5, 15 min)", fmt.Sprintf("%.2f, %.2f, %.2f", m.LoadAvgStart[0], m.LoadAvgStart[1], m.LoadAvgStart[2]))
-	t.Add("load average at end", fmt.Sprintf("%.2f, %.2f, %.2f", m.LoadAvgEnd[0], m.LoadAvgEnd[1], m.LoadAvgEnd[2]))
+	for _, r := range append(rows, proc.LoadRows(m.LoadAvgStart, m.LoadAvgEnd)...) {
+		t.Add(r[0], r[1])
+	}
 	return t
 }
 
@@ -410,39 +407,8 @@ func Render(results, outDir string) error {
 	return r.write(outDir)
 }
 
-// num prints a measurement with three significant digits or so.
-func num(v float64) string {
-	switch a := math.Abs(v); {
-	case math.IsInf(v, 0) || math.IsNaN(v):
-		return fmt.Sprint(v)
-	case a >= 100:
-		return fmt.Sprintf("%.0f", v)
-	case a >= 10:
-		return fmt.Sprintf("%.1f", v)
-	case a >= 1:
-		return fmt.Sprintf("%.2f", v)
-	}
-	return fmt.Sprintf("%.3f", v)
-}
-
-// count prints a whole number with thousands separators.
-func count(v float64) string {
-	if v != math.Trunc(v) || math.Abs(v) >= 1e15 {
-		return num(v)
-	}
-	s := fmt.Sprintf("%.0f", math.Abs(v))
-	var b strings.Builder
-	if v < 0 {
-		b.WriteByte('-')
-	}
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
-
-// table is the lab pages' Markdown table.
+// table is the lab pages' Markdown table; num and count print its
+// figures.
 type table = mdtable.Table
+
+var num, count = mdtable.Num, mdtable.Thousands

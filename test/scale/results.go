@@ -1,6 +1,8 @@
 package scale
 
 import (
+	"github.com/graceguard/graceguard/test/harness/proc"
+
 	"math"
 	"slices"
 	"sort"
@@ -39,11 +41,7 @@ type Results struct {
 
 // Machine is where the run happened.
 type Machine struct {
-	NProc         int        `json:"nproc"`
-	CPUModel      string     `json:"cpuModel"`
-	MemoryGiB     float64    `json:"memoryGiB"`
-	Kernel        string     `json:"kernel"`
-	GoVersion     string     `json:"goVersion"`
+	proc.Host
 	KubeAPIServer string     `json:"kubeAPIServer"`
 	Kwok          string     `json:"kwok"`
 	LoadAvgStart  [3]float64 `json:"loadAvgStart"`

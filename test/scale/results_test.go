@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/graceguard/graceguard/test/harness/promscrape"
 )
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9*math.Max(1, math.Abs(b)) }
@@ -77,10 +79,11 @@ graceguard_admission_decisions_total{decision="allowed",reason="ok",webhook="val
 // the binding subresource), histograms add up across series, and by
 // groups by the labels named.
 func TestExpositionSelectsSeriesByExactLabels(t *testing.T) {
-	e, err := parseExposition([]byte(apiserverMetrics))
+	f, err := promscrape.Parse([]byte(apiserverMetrics))
 	if err != nil {
 		t.Fatal(err)
 	}
+	e := exposition(f)
 	if got := e.sum("apiserver_request_total", map[string]string{"verb": "POST", "resource": "pods", "subresource": "", "code": "201"}); got != 120 {
 		t.Errorf("Pods created = %g, want 120 (not the 118 bindings)", got)
 	}
