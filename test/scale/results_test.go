@@ -266,3 +266,25 @@ func TestTheEnvelopeVerdictIsOnTheLiveHeapAndTheOverhead(t *testing.T) {
 		}
 	}
 }
+
+// A failover's loss is the shutdowns the reports lack; more recorded than
+// shut down is not a negative loss (the run flags it as recorded twice).
+func TestAFailoverLosesWhatTheReportsLack(t *testing.T) {
+	for _, c := range []struct {
+		f        Failover
+		lost     int
+		lostPerc float64
+	}{
+		{Failover{Shutdowns: 9, Recorded: 7}, 2, 100 * 2.0 / 9},
+		{Failover{Shutdowns: 9, Recorded: 9}, 0, 0},
+		{Failover{Shutdowns: 9, Recorded: 11}, 0, 0},
+		{Failover{}, 0, 0},
+	} {
+		if got := c.f.Lost(); got != c.lost {
+			t.Errorf("%+v: lost %d, want %d", c.f, got, c.lost)
+		}
+		if got := c.f.LostPercent(); got != c.lostPerc {
+			t.Errorf("%+v: lost %.3f%%, want %.3f%%", c.f, got, c.lostPerc)
+		}
+	}
+}
