@@ -80,12 +80,16 @@ func (rn *runner) failover(ctx context.Context, n int, sig syscall.Signal) (*Fai
 
 	f := &Failover{Signal: signalName(sig)}
 	w.resetShutdowns()
-	if _, _, err := rn.disrupt(ctx, restartSet(o)); err != nil {
-		return nil, err
-	}
+	// The churn goes on while the leader is stopped: its deletions are
+	// sent from here, its Pods shut down meanwhile.
+	disrupted := make(chan error, 1)
+	go func() {
+		_, _, err := rn.disrupt(ctx, restartSet(o))
+		disrupted <- err
+	}()
 	first, err := w.waitFor(ctx, o.Timeout, "the failover churn's first deletion", func(n counts) bool { return !n.firstDelete.IsZero() }, c.exited)
 	if err != nil {
-		return nil, err
+		return nil, errors.Join(err, <-disrupted)
 	}
 	time.Sleep(time.Until(first.firstDelete.Add(failoverAfter)))
 	old := c.observer
@@ -93,14 +97,23 @@ func (rn *runner) failover(ctx context.Context, n int, sig syscall.Signal) (*Fai
 	stopped := time.Now()
 	f.StoppedAfterSeconds = stopped.Sub(first.firstDelete).Seconds()
 	if err := old.Signal(sig); err != nil {
-		return nil, err
+		return nil, errors.Join(err, <-disrupted)
 	}
 	rn.logf("observer failover: the leader %s got %s %.1f s into the churn", leader, f.Signal, f.StoppedAfterSeconds)
 	if _, err := rn.waitLeader(ctx, leader); err != nil {
+		return f, errors.Join(err, <-disrupted)
+	}
+	f.LeaderlessSeconds = time.Since(stopped).Seconds()
+	// The new leader observes once its Pod cache is filled (the gauge of
+	// cached Pods; some treated Pods always run).
+	if err := waitObserving(ctx, standbyMetrics, o.Timeout, c.exited); err != nil {
+		return f, errors.Join(err, <-disrupted)
+	}
+	observing := time.Now()
+	f.UnobservedSeconds = observing.Sub(stopped).Seconds()
+	if err := <-disrupted; err != nil {
 		return f, err
 	}
-	elected := time.Now()
-	f.LeaderlessSeconds = elected.Sub(stopped).Seconds()
 	select {
 	case <-old.Done():
 	case <-time.After(30 * time.Second):
@@ -113,24 +126,14 @@ func (rn *runner) failover(ctx context.Context, n int, sig syscall.Signal) (*Fai
 	if last.lastGone.After(last.firstDelete) {
 		f.ChurnSeconds = last.lastGone.Sub(last.firstDelete).Seconds()
 	}
-	f.GoneLeaderless = w.goneBetween(stopped, elected)
+	f.GoneUnobserved = w.goneBetween(stopped, observing)
 	if err != nil {
 		return f, err
 	}
-	// What the reports may miss: the shutdowns whose Pods went while no
-	// replica led, and those of the batch the leader held unwritten when
-	// it was stopped (all of a flush interval's for SIGKILL; for SIGTERM it
-	// writes them before it goes, so only the watch's own lag).
-	interval := rn.flushInterval()
-	before := time.Second
-	if sig == syscall.SIGKILL {
-		before = interval
-	}
-	bound := w.goneBetween(stopped.Add(-before), elected)
 	// The new leader writes each workload's samples within a flush
 	// interval of the last Pod going; wait three, and stop early once
 	// every shutdown is counted.
-	deadline := maxTime(last.lastGone, elected).Add(3*interval + 5*time.Second)
+	deadline := maxTime(last.lastGone, observing).Add(3*rn.flushInterval() + 5*time.Second)
 	for {
 		rec, kills, _, err := c.reports(ctx)
 		if err != nil {
@@ -143,17 +146,34 @@ func (rn *runner) failover(ctx context.Context, n int, sig syscall.Signal) (*Fai
 		time.Sleep(250 * time.Millisecond)
 	}
 	f.LagSeconds = time.Since(last.lastGone).Seconds()
-	rn.logf("observer failover (%s): no leader for %.1f s; %d shutdowns (%d killed), %d of them gone while no leader; %d recorded (%d killed): %d lost",
-		f.Signal, f.LeaderlessSeconds, f.Shutdowns, f.Kills, f.GoneLeaderless, f.Recorded, f.RecordedKills, f.Lost())
-	var errs []error
+	rn.logf("observer failover (%s): Lease taken after %.1f s, observing after %.1f s; %d shutdowns (%d killed), %d of them gone meanwhile; %d recorded (%d killed): %d lost",
+		f.Signal, f.LeaderlessSeconds, f.UnobservedSeconds, f.Shutdowns, f.Kills, f.GoneUnobserved, f.Recorded, f.RecordedKills, f.Lost())
 	if f.Recorded > f.Shutdowns {
-		errs = append(errs, fmt.Errorf("the reports gained %d samples for %d shutdowns: some were recorded twice", f.Recorded, f.Shutdowns))
+		return f, fmt.Errorf("the reports gained %d samples for %d shutdowns: some were recorded twice", f.Recorded, f.Shutdowns)
 	}
-	if f.Lost() > bound {
-		errs = append(errs, fmt.Errorf("%d shutdowns went unrecorded, more than the %d whose Pods went while no replica led or within %s before (%s)",
-			f.Lost(), bound, before, f.Signal))
+	return f, nil
+}
+
+// waitObserving waits until the observer at url caches treated Pods.
+func waitObserving(ctx context.Context, url string, timeout time.Duration, exited func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		m, err := scrape(ctx, url)
+		if err == nil && m.sum("graceguard_observer_pods", nil) > 0 {
+			return nil
+		}
+		if err := exited(); err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the new leader at %s cached no treated Pod within %s (%v)", url, timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
-	return f, errors.Join(errs...)
 }
 
 // waitLeader waits until an observer other than not holds the Lease, and

@@ -301,11 +301,12 @@ func (r *Results) failoverPage() *failoverPage {
 		return nil
 	}
 	fp := &failoverPage{After: num(failoverAfter.Seconds()), Flush: r.flushFlag()}
-	t := &table{Head: []string{"Leader stopped by", "Stopped after (s)", "No leader for (s)", "Shutdowns", "Gone while no leader",
-		"Recorded", "Lost", "Lost %", "Killed (seen / recorded)"}, Right: []int{1, 2, 3, 4, 5, 6, 7, 8}}
+	t := &table{Head: []string{"Leader stopped by", "Stopped after (s)", "Lease taken after (s)", "Observing after (s)", "Shutdowns",
+		"Gone while none observed", "Recorded", "Lost", "Lost %", "Killed (seen / recorded)"}, Right: []int{1, 2, 3, 4, 5, 6, 7, 8, 9}}
 	for _, f := range r.Failovers {
-		t.Add(f.Signal, num(f.StoppedAfterSeconds), num(f.LeaderlessSeconds), count(float64(f.Shutdowns)), count(float64(f.GoneLeaderless)),
-			count(float64(f.Recorded)), count(float64(f.Lost())), num(f.LostPercent()), count(float64(f.Kills))+" / "+count(float64(f.RecordedKills)))
+		t.Add(f.Signal, num(f.StoppedAfterSeconds), num(f.LeaderlessSeconds), num(f.UnobservedSeconds), count(float64(f.Shutdowns)),
+			count(float64(f.GoneUnobserved)), count(float64(f.Recorded)), count(float64(f.Lost())), num(f.LostPercent()),
+			count(float64(f.Kills))+" / "+count(float64(f.RecordedKills)))
 	}
 	fp.Table = t
 	return fp

@@ -290,14 +290,16 @@ type Failover struct {
 	Signal              string  `json:"signal"`
 	StoppedAfterSeconds float64 `json:"stoppedAfterSeconds"`
 	// LeaderlessSeconds runs from the signal until the Lease named the
-	// standby.
+	// standby, UnobservedSeconds until the standby, now leader, had
+	// listed the treated Pods and observed.
 	LeaderlessSeconds float64 `json:"leaderlessSeconds"`
+	UnobservedSeconds float64 `json:"unobservedSeconds"`
 	// Shutdowns and Kills are the harness's count of the churn, as in
-	// Shutdowns; GoneLeaderless those whose Pods went while no replica
-	// held the Lease.
+	// Shutdowns; GoneUnobserved those whose Pods went while no replica
+	// observed (from the signal until the new leader observed).
 	Shutdowns      int `json:"shutdowns"`
 	Kills          int `json:"kills"`
-	GoneLeaderless int `json:"goneLeaderless"`
+	GoneUnobserved int `json:"goneUnobserved"`
 	// Recorded and RecordedKills are what the reports gained over the
 	// churn.
 	Recorded      int `json:"recorded"`
