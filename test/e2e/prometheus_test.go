@@ -76,8 +76,8 @@ func startMonitor(ctx context.Context) *monitor {
 	dir := filepath.Join(outDir, "prometheus")
 	Expect(os.MkdirAll(filepath.Join(dir, "data"), 0o755)).To(Succeed())
 	m := &monitor{}
-	m.prometheus = versionLine(ctx, promBin)
-	m.kubeStateMetrics = versionLine(ctx, ksmBin)
+	m.prometheus = versionLine(ctx, promBin, "--version")
+	m.kubeStateMetrics = versionLine(ctx, ksmBin, "version")
 
 	By("rendering the chart's PrometheusRule for this install's values")
 	values := installValues()
@@ -204,8 +204,8 @@ func freePort() int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func versionLine(ctx context.Context, bin string) string {
-	out, err := exec.CommandContext(ctx, bin, "--version").CombinedOutput()
+func versionLine(ctx context.Context, bin, arg string) string {
+	out, err := exec.CommandContext(ctx, bin, arg).CombinedOutput()
 	if err != nil {
 		return filepath.Base(bin)
 	}

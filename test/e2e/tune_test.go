@@ -200,6 +200,10 @@ func tuneFromEvidence(ctx context.Context) {
 	By("round 1: a rollout restart with the budget the team guessed")
 	r1 := round("1. restart, max-work 5s", func() { restartTemplate(ctx, nsTune, "web") })
 	r1Reported := time.Now()
+	ck.Add("round 1: the budget is too short, requests fail", "> 0 failed", r1.Failed > 0 && r1.Sent > 0,
+		"%d failed of %d (%s)", r1.Failed, r1.Sent, evidence.KindList(r1.ByKind))
+	ck.Add("round 1: the observer saw every old Pod shut down, and the kills", fmt.Sprintf("%d observed, > 0 SIGKILLed", tuneReps),
+		r1.Observed == tuneReps && r1.Kills > 0, "%d observed, %d SIGKILLed", r1.Observed, r1.Kills)
 	// The alert has no for: it fires at the first evaluation after a
 	// scrape shows the increase.
 	By("round 1: GraceguardObservedKills fires for the namespace, with the observer's count")
