@@ -450,7 +450,7 @@ func (m *monitor) episodes(ctx context.Context) ([]evidence.AlertEpisode, error)
 	for _, r := range data.Result {
 		var labels []string
 		for k, v := range r.Metric {
-			if k != "alertname" && k != "alertstate" && k != "severity" {
+			if k != "__name__" && k != "alertname" && k != "alertstate" && k != "severity" {
 				labels = append(labels, k+"="+v)
 			}
 		}
