@@ -191,6 +191,8 @@ func TestRendersTheAlertsScenario(t *testing.T) {
 		"no endpoints available for service \"graceguard\"",
 		"| GraceguardNoReadyWebhook fires, after pending for its for: 1m | firing, >= 60 s after pending |",
 		"| round 1: GraceguardObservedKills fires for gg-e2e-tune; Prometheus counts the kills the report counts |",
+		"| GraceguardObservedKills | namespace=gg-e2e-tune | never | 64.40 s | still active at the end |",
+		"| GraceguardNoReadyWebhook | none | 184.40 s | 244.40 s | 259.40 s |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the Markdown lacks %q", want)
