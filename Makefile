@@ -175,7 +175,7 @@ e2e: ## End-to-end on the real node: cluster up, Helm install, seed lab, rollout
 # What make e2e runs beside the node (hack/e2e.sh): the Prometheus server of
 # the module test/alerts pins (promtool's), with Kubernetes service discovery
 # only, and kube-state-metrics as hack/kube-state-metrics pins it. Built once
-# each into bin/ under its version (~6 and ~3 min cold on 2 cores).
+# each into bin/ under its version (cold: minutes each; `time make e2e-tools`).
 PROMETHEUS_VERSION := $(shell awk '$$1 == "github.com/prometheus/prometheus" { print $$2; exit }' test/alerts/go.mod)
 PROMETHEUS := $(BIN)/prometheus-$(PROMETHEUS_VERSION)
 $(PROMETHEUS):
