@@ -11,11 +11,15 @@
 # the node's containerd; the suite checks the replicas run that digest.
 # Scenario 9's proxy image carries a static busybox (sh, sleep): `busybox` on
 # the PATH (Debian: busybox-static) or $GG_E2E_BUSYBOX.
+# Beside the node run a real Prometheus and kube-state-metrics (make e2e-tools
+# builds them once into bin/): the suite loads the chart's alerts into it.
 # Linux, root. Flags go to the runner: -focus REGEXP, -keep, -docs pass|always|never, -timeout 60m.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bin
 make --no-print-directory image-oci
 export GG_E2E_IMAGE="${PWD}/dist/image/image.json"
+make --no-print-directory e2e-tools
+eval "$(make --no-print-directory -s e2e-tools-env)"
 go -C test build -o ../bin/e2e-runner ./e2e/cmd/e2e
 exec bin/e2e-runner "$@"

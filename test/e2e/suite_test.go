@@ -195,9 +195,13 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	for _, n := range testNamespaces {
 		waitServiceAccount(ctx, n.name)
 	}
+
+	By("starting Prometheus beside the node, with the chart's alerts (scenario 12)")
+	mon = startMonitor(ctx)
 }, NodeTimeout(30*time.Minute))
 
 var _ = AfterSuite(func(ctx SpecContext) {
+	mon.stop()
 	if os.Getenv("GG_E2E_KEEP") == "1" {
 		GinkgoWriter.Printf("GG_E2E_KEEP=1: leaving the namespaces, the release and the cluster\n")
 		return

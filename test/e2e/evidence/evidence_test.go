@@ -169,6 +169,42 @@ func TestRendersTheTuneScenario(t *testing.T) {
 	}
 }
 
+// testdata/run-alerts.json is a real run of scenarios 7 and 12 (make e2e,
+// focused): the alerts a real Prometheus evaluated, when, and the checks.
+func TestRendersTheAlertsScenario(t *testing.T) {
+	r, err := Read(filepath.Join("testdata", "run-alerts.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Alerts == nil || len(r.Alerts.Episodes) == 0 || len(r.Alerts.Marks) == 0 {
+		t.Fatalf("the run has no scenario 12 with episodes and marks: %+v", r.Alerts)
+	}
+	md := Markdown(r, "e2e")
+	for _, want := range []string{
+		"| 12. The chart's alerts in a real Prometheus | " + yes(len(r.Alerts.Checks.Failed()) == 0) + " | ",
+		"## 12. The chart's alerts in a real Prometheus",
+		"prometheus, version 3.16.0",
+		"kube-state-metrics, version v2.19.1",
+		"GraceguardNoReadyWebhook for 1m0s",
+		"| 12. webhook Deployment scaled to 0 | ",
+		"| alert | labels | pending from | firing from | resolved at |",
+		"no endpoints available for service \"graceguard\"",
+		"| GraceguardNoReadyWebhook fires, after pending for its for: 1m | firing, >= 60 s after pending |",
+		"| round 1: GraceguardObservedKills fires for gg-e2e-tune; Prometheus counts the kills the report counts |",
+		"| GraceguardObservedKills | namespace=gg-e2e-tune | never | 64.40 s | still active at the end |",
+		"| GraceguardNoReadyWebhook | none | 184.40 s | 244.40 s | 259.40 s |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the Markdown lacks %q", want)
+		}
+	}
+	// A run from before scenario 12 existed has neither its section nor its row.
+	r.Alerts = nil
+	if md := Markdown(r, "e2e"); strings.Contains(md, "12. The chart's alerts") {
+		t.Errorf("a run without alerts renders scenario 12")
+	}
+}
+
 // testdata/run-broken-hook.json is a real run of scenario 10 (a broken
 // preStop hook): both arms, the kubelet's events and what the observer
 // reported render.
