@@ -179,7 +179,8 @@ e2e: ## End-to-end on the real node: cluster up, Helm install, seed lab, rollout
 PROMETHEUS_VERSION := $(shell awk '$$1 == "github.com/prometheus/prometheus" { print $$2; exit }' test/alerts/go.mod)
 PROMETHEUS := $(BIN)/prometheus-$(PROMETHEUS_VERSION)
 $(PROMETHEUS):
-	cd test/alerts && v=$$(cat "$$(GOWORK=off $(GO) list -m -f '{{.Dir}}' github.com/prometheus/prometheus)/VERSION") && \
+	cd test/alerts && GOWORK=off $(GO) mod download github.com/prometheus/prometheus && \
+	v=$$(cat "$$(GOWORK=off $(GO) list -m -f '{{.Dir}}' github.com/prometheus/prometheus)/VERSION") && \
 	GOWORK=off CGO_ENABLED=0 $(GO) build -trimpath -tags remove_all_sd,enable_kubernetes_sd \
 		-ldflags "-s -w -X github.com/prometheus/common/version.Version=$$v" -o $@.tmp github.com/prometheus/prometheus/cmd/prometheus
 	mv $@.tmp $@
