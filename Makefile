@@ -145,7 +145,7 @@ envtest-assets: ## Build or reuse kube-apiserver and etcd for envtest (bin/k8s/<
 	@hack/envtest-assets.sh
 
 .PHONY: traefik
-traefik: ## Build or reuse Traefik, e2e scenario 12's ingress controller, from the Go module proxy (bin/traefik-<version>; make e2e does it too).
+traefik: ## Build or reuse Traefik, e2e scenario 13's ingress controller, from the Go module proxy (bin/traefik-<version>; make e2e does it too).
 	@hack/traefik.sh
 
 ##@ Chart
@@ -173,8 +173,32 @@ cluster-status: ## Show the local cluster's processes and whether the node is Re
 	$(GO) -C hack run ./cluster status
 
 .PHONY: e2e
-e2e: ## End-to-end on the real node: cluster up, Helm install, seed lab, rollouts under load (through Traefik too), teardown even on failure (root; ~10 min warm, ~30 min cold). E2E_ARGS=-focus ... -keep
+e2e: ## End-to-end on the real node: cluster up, Helm install, seed lab, rollouts under load (through Traefik too), the chart's alerts in a real Prometheus, teardown even on failure (root; ~10 min warm, ~30 min cold, plus make e2e-tools once). E2E_ARGS=-focus ... -keep
 	hack/e2e.sh $(E2E_ARGS)
+
+# What make e2e runs beside the node (hack/e2e.sh): the Prometheus server of
+# the module test/alerts pins (promtool's), with Kubernetes service discovery
+# only, and kube-state-metrics as hack/kube-state-metrics pins it. Built once
+# each into bin/ under its version (cold: minutes each; `time make e2e-tools`).
+PROMETHEUS_VERSION := $(shell awk '$$1 == "github.com/prometheus/prometheus" { print $$2; exit }' test/alerts/go.mod)
+PROMETHEUS := $(BIN)/prometheus-$(PROMETHEUS_VERSION)
+$(PROMETHEUS):
+	cd test/alerts && GOWORK=off $(GO) mod download github.com/prometheus/prometheus && \
+	v=$$(cat "$$(GOWORK=off $(GO) list -m -f '{{.Dir}}' github.com/prometheus/prometheus)/VERSION") && \
+	GOWORK=off CGO_ENABLED=0 $(GO) build -trimpath -tags remove_all_sd,enable_kubernetes_sd \
+		-ldflags "-s -w -X github.com/prometheus/common/version.Version=$$v" -o $@.tmp github.com/prometheus/prometheus/cmd/prometheus
+	mv $@.tmp $@
+KUBE_STATE_METRICS_VERSION := $(shell awk '{ sub(/^require /, "") } $$1 == "k8s.io/kube-state-metrics/v2" { print $$2; exit }' hack/kube-state-metrics/go.mod)
+KUBE_STATE_METRICS := $(BIN)/kube-state-metrics-$(KUBE_STATE_METRICS_VERSION)
+$(KUBE_STATE_METRICS):
+	cd hack/kube-state-metrics && GOWORK=off CGO_ENABLED=0 $(GO) build -trimpath \
+		-ldflags "-s -w -X github.com/prometheus/common/version.Version=$(KUBE_STATE_METRICS_VERSION)" -o $@.tmp k8s.io/kube-state-metrics/v2
+	mv $@.tmp $@
+
+.PHONY: e2e-tools e2e-tools-env
+e2e-tools: $(PROMETHEUS) $(KUBE_STATE_METRICS) ## Build (once) the Prometheus server and kube-state-metrics make e2e runs beside the node.
+e2e-tools-env: # What hack/e2e.sh exports for the suite.
+	@echo "export GG_E2E_PROMETHEUS=$(PROMETHEUS) GG_E2E_KUBE_STATE_METRICS=$(KUBE_STATE_METRICS)"
 
 .PHONY: test-cluster
 test-cluster: ## Smoke-test the local cluster harness (root; ~30 s warm, ~5 min cold).

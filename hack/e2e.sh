@@ -11,7 +11,9 @@
 # the node's containerd; the suite checks the replicas run that digest.
 # Scenario 9's proxy image carries a static busybox (sh, sleep): `busybox` on
 # the PATH (Debian: busybox-static) or $GG_E2E_BUSYBOX.
-# Scenario 12's ingress is a real Traefik built from the Go module proxy
+# Beside the node run a real Prometheus and kube-state-metrics (make e2e-tools
+# builds them once into bin/): the suite loads the chart's alerts into it.
+# Scenario 13's ingress is a real Traefik built from the Go module proxy
 # (hack/traefik.sh, once into bin/traefik-<version>), named in GG_E2E_TRAEFIK.
 # Linux, root. Flags go to the runner: -focus REGEXP, -keep, -docs pass|always|never, -timeout 60m.
 set -euo pipefail
@@ -19,6 +21,8 @@ cd "$(dirname "$0")/.."
 mkdir -p bin
 make --no-print-directory image-oci
 export GG_E2E_IMAGE="${PWD}/dist/image/image.json"
+make --no-print-directory e2e-tools
+eval "$(make --no-print-directory -s e2e-tools-env)"
 GG_E2E_TRAEFIK="${GG_E2E_TRAEFIK:-$(hack/traefik.sh)}"
 export GG_E2E_TRAEFIK
 go -C test build -o ../bin/e2e-runner ./e2e/cmd/e2e

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# traefik.sh — build Traefik, the real ingress controller of e2e scenario 12,
+# traefik.sh — build Traefik, the real ingress controller of e2e scenario 13,
 # from the Go module proxy, once, and print the binary's path.
 #
 # Usage: hack/traefik.sh

@@ -57,7 +57,7 @@ const (
 	ProfileIstioGateway = "istio-gateway"
 	ProfileContour      = "contour"
 	// ProfileTraefik is Traefik's Kubernetes Ingress provider, measured on
-	// the e2e node (scenario 12).
+	// the e2e node (scenario 13).
 	ProfileTraefik = "traefik"
 )
 
@@ -87,7 +87,7 @@ func BuiltinProfiles() []Profile {
 		{Name: ProfileContour, Routing: 5 * time.Second, Basis: BasisDerived,
 			Source: "Contour sends EndpointSlice changes to Envoy at once (no DAG holdoff): kube-proxy's 5s"},
 		{Name: ProfileTraefik, Routing: 4 * time.Second, Basis: BasisMeasurement,
-			Source: "graceguard measured: delete to last request <=2.08s in 24 deletions, +1s (make e2e, scenario 12)"},
+			Source: "graceguard measured: delete to last request <=2.08s in 24 deletions, +1s (make e2e, scenario 13)"},
 	}
 }
 

@@ -67,6 +67,14 @@ func NewMetrics(reg prometheus.Registerer, namespace bool) (*Metrics, error) {
 			return nil, fmt.Errorf("registering the observer's metrics: %w", err)
 		}
 	}
+	// A counter series that first appears at 1 shows Prometheus no
+	// increase (increase() needs two samples of it), so the first kill
+	// would never fire GraceguardObservedKills: the series start at 0,
+	// here or, per namespace, when its first treated Pod is cached.
+	if !namespace {
+		m.kills.WithLabelValues()
+		m.hooks.WithLabelValues()
+	}
 	for _, s := range Skips {
 		m.skipped.WithLabelValues(string(s))
 	}
@@ -95,6 +103,17 @@ func (m *Metrics) sample(ns string, s v1alpha1.Sample) {
 		m.hooks.WithLabelValues(l...).Inc()
 	}
 	m.drain.WithLabelValues(append([]string{outcome}, l...)...).Observe(float64(s.DrainSeconds))
+}
+
+// seen starts the namespace's kill and hook-failure series at 0 (with
+// the namespace label): a Pod is cached long before its shutdown is
+// observed, so Prometheus has scraped the 0 before the first kill.
+func (m *Metrics) seen(ns string) {
+	if m == nil || !m.namespace {
+		return
+	}
+	m.kills.WithLabelValues(ns)
+	m.hooks.WithLabelValues(ns)
 }
 
 func (m *Metrics) skip(s Skip) {

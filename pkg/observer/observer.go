@@ -106,6 +106,9 @@ func (o *observer) Start(ctx context.Context) error {
 	if _, err := pods.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			o.metrics.cached(1)
+			if r, ok := obj.(*record); ok && !r.ignored {
+				o.metrics.seen(r.namespace)
+			}
 			o.podChanged(obj)
 		},
 		UpdateFunc: func(_, obj any) { o.podChanged(obj) },

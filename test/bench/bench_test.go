@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/graceguard/graceguard/test/harness/proc"
 )
 
 func TestGoBenchOutputIsParsed(t *testing.T) {
@@ -73,7 +75,7 @@ func TestSuperlinearSweepsAreCaught(t *testing.T) {
 // The documents are rendered from results alone, and the SVG is well-formed.
 func TestDocumentsRenderFromResults(t *testing.T) {
 	r := &Results{
-		Machine:  Machine{NProc: 2, CPUModel: "test CPU", GoVersion: "go1.26.8"},
+		Machine:  Machine{Host: proc.Host{NProc: 2, CPUModel: "test CPU", GoVersion: "go1.26.8"}},
 		Settings: Settings{Rates: []int{500, 2000}, MaxWorkers: 16, NamespaceRate: 500},
 		Pods:     []PodSize{{Name: "typical", Containers: 3, EnvVars: 14, PodBytes: 6486, SpecBytes: 3208, ReviewBytes: 7205}},
 		GoBench: []GoBench{
@@ -139,7 +141,7 @@ func TestCreationArmsRender(t *testing.T) {
 		return a
 	}
 	r := &Results{
-		Machine: Machine{NProc: 2, KubeAPIServer: "v1.37.2"},
+		Machine: Machine{Host: proc.Host{NProc: 2}, KubeAPIServer: "v1.37.2"},
 		Creation: &Creation{Rounds: 2, PodsPerRound: 500, Clients: 16, NativePolicy: "the same (...)", Arms: []ArmRun{
 			arm(ArmNone, "", 800, 16, []float64{780, 820}, map[string]float64{procAPIServer: 1.4, procClient: 0.6}, false),
 			arm(ArmNativePolicy, "", 200, 60, []float64{190, 210}, map[string]float64{procAPIServer: 8.4, procClient: 0.7}, true),
@@ -222,7 +224,7 @@ func TestPolicyRatiosNameThePolicyAndThePods(t *testing.T) {
 			arm(ArmGraceguard, 547, 100, 540, 554), arm(ArmGraceguardNoProbe, 550, 98, 540, 560),
 		}}
 	c.Arms[0].Mutated, c.Arms[1].Mutated = 0, 0
-	r := &Results{Machine: Machine{NProc: 2}, Creation: c}
+	r := &Results{Machine: Machine{Host: proc.Host{NProc: 2}}, Creation: c}
 	md := r.Markdown()
 	if s := r.Summary(); !strings.Contains(s, "2.43× the two-mutation policy's rate") || !strings.Contains(s, "1.10× the one-mutation policy's rate") {
 		t.Errorf("the terminal summary lacks the ratios to the native policies:\n%s", s)
@@ -257,7 +259,7 @@ func TestPolicyRatiosNameThePolicyAndThePods(t *testing.T) {
 	c.Arms = c.Arms[:3]
 	c.Arms = append(c.Arms, arm(ArmGraceguard, 547, 100, 540, 554))
 	c.OneMutationPolicy = ""
-	if md := (&Results{Machine: Machine{NProc: 2}, Creation: c}).Markdown(); strings.Contains(md, "beside the native policies") || strings.Contains(md, "one-mutation") {
+	if md := (&Results{Machine: Machine{Host: proc.Host{NProc: 2}}, Creation: c}).Markdown(); strings.Contains(md, "beside the native policies") || strings.Contains(md, "one-mutation") {
 		t.Errorf("a run without the one-mutation pair mentions it:\n%s", md)
 	}
 }

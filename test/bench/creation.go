@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,13 +13,12 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/graceguard/graceguard/internal/fixture"
 	"github.com/graceguard/graceguard/pkg/mutate"
 	"github.com/graceguard/graceguard/test/harness/proc"
+	"github.com/graceguard/graceguard/test/harness/promscrape"
 )
 
 // nsCreateWithout is a namespace no webhook selects, for the managedFields
@@ -122,13 +120,13 @@ func (c *cluster) measureArms(ctx context.Context, as []arm, rounds, perRound, c
 		}
 		for _, i := range order {
 			settle(procs)
-			cpu0 := cpuTimes(procs)
+			cpu0 := proc.CPUTimes(procs)
 			got, err := c.createPods(ctx, as[i], fmt.Sprintf("r%d", r), perRound, clients)
 			if err != nil {
 				return nil, nil, err
 			}
 			got.cpu = map[string]time.Duration{}
-			for name, t := range cpuTimes(procs) {
+			for name, t := range proc.CPUTimes(procs) {
 				got.cpu[name] = t - cpu0[name]
 			}
 			got.rounds = []float64{float64(perRound-got.errors) / got.wall.Seconds()}
@@ -172,10 +170,10 @@ func settle(procs map[string]int) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		t0 := cpuTimes(quiet)
+		t0 := proc.CPUTimes(quiet)
 		time.Sleep(300 * time.Millisecond)
 		var used time.Duration
-		for name, t := range cpuTimes(quiet) {
+		for name, t := range proc.CPUTimes(quiet) {
 			used += t - t0[name]
 		}
 		if used < 60*time.Millisecond {
@@ -247,17 +245,6 @@ func (c *creations) summary(a arm) ArmRun {
 		}
 	}
 	return r
-}
-
-// cpuTimes reads the CPU time of each process (missing ones are left out).
-func cpuTimes(pids map[string]int) map[string]time.Duration {
-	out := map[string]time.Duration{}
-	for name, pid := range pids {
-		if t, err := proc.CPUTime(pid); err == nil {
-			out[name] = t
-		}
-	}
-	return out
 }
 
 // createPods creates n of the arm's Pods in its namespace with clients
@@ -365,14 +352,9 @@ func (a admissionCount) minus(o admissionCount) admissionCount {
 // apiserver_admission_webhook_admission_duration_seconds and
 // apiserver_admission_match_condition_exclusions_total.
 func (c *cluster) admissionCounts(ctx context.Context) (map[string]admissionCount, error) {
-	raw, err := c.kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	fams, err := promscrape.APIServer(ctx, c.kube)
 	if err != nil {
-		return nil, fmt.Errorf("reading the API server's /metrics: %w", err)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
-	if err != nil {
-		return nil, fmt.Errorf("parsing the API server's /metrics: %w", err)
+		return nil, err
 	}
 	out := map[string]admissionCount{}
 	get := func(name string) admissionCount {

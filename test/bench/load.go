@@ -115,8 +115,8 @@ func (t *target) run(ctx context.Context, s loadSpec) (LoadRun, error) {
 	if ok > 0 {
 		lr.CPUPerRequestUs = lr.CPUSeconds * 1e6 / float64(ok)
 	}
-	lr.PeakRSSMiB = mib(mem.HWM)
-	lr.RSSMiB = mib(mem.RSS)
+	lr.PeakRSSMiB = proc.MiB(mem.HWM)
+	lr.RSSMiB = proc.MiB(mem.RSS)
 	return lr, ctx.Err()
 }
 
@@ -185,5 +185,3 @@ func percentiles(d []time.Duration) Percentile {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func mib(b int64) float64 { return float64(b) / (1 << 20) }

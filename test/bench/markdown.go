@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"text/template"
+
+	"github.com/graceguard/graceguard/test/harness/proc"
 )
 
 //go:embed benchmarks.md.tmpl
@@ -137,17 +139,14 @@ func (r *Results) page() page {
 
 func (r *Results) machineTable() *table {
 	m := r.Machine
-	mt := &table{Head: []string{"", ""}}
-	mt.Add("CPUs (`nproc`)", fmt.Sprint(m.NProc))
-	mt.Add("CPU model", m.CPUModel)
-	mt.Add("memory", fmt.Sprintf("%.1f GiB", m.MemoryGiB))
-	mt.Add("kernel", m.Kernel)
-	mt.Add("Go", m.GoVersion)
+	rows := m.Rows()
 	if m.KubeAPIServer != "" {
-		mt.Add("kube-apiserver (envtest)", m.KubeAPIServer)
+		rows = append(rows, [2]string{"kube-apiserver (envtest)", m.KubeAPIServer})
 	}
-	mt.Add("load average at start (1, 5, 15 min)", fmt.Sprintf("%.2f, %.2f, %.2f", m.LoadAvgStart[0], m.LoadAvgStart[1], m.LoadAvgStart[2]))
-	mt.Add("load average at end", fmt.Sprintf("%.2f, %.2f, %.2f", m.LoadAvgEnd[0], m.LoadAvgEnd[1], m.LoadAvgEnd[2]))
+	mt := &table{Head: []string{"", ""}}
+	for _, r := range append(rows, proc.LoadRows(m.LoadAvgStart, m.LoadAvgEnd)...) {
+		mt.Add(r[0], r[1])
+	}
 	if m.WaitedForLoadSeconds > 0 {
 		mt.Add("waited for the load to drop", fmt.Sprintf("%.0f s", m.WaitedForLoadSeconds))
 	}

@@ -1,12 +1,9 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,8 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +26,7 @@ import (
 	"github.com/graceguard/graceguard/pkg/mutate"
 	"github.com/graceguard/graceguard/test/harness/apiserver"
 	"github.com/graceguard/graceguard/test/harness/proc"
+	"github.com/graceguard/graceguard/test/harness/promscrape"
 )
 
 // Namespaces of the observer phase.
@@ -135,7 +131,7 @@ func (r *Results) observerPhase(ctx context.Context, o Options, c *cluster, webh
 			if err != nil {
 				return err
 			}
-			*x.dst = ProcMemory{CachedPods: int(m[x.gauge]), RSSMiB: mib(mem.RSS), HeapInuseMiB: m["go_memstats_heap_inuse_bytes"] / (1 << 20)}
+			*x.dst = ProcMemory{CachedPods: int(m[x.gauge]), RSSMiB: proc.MiB(mem.RSS), HeapInuseMiB: m["go_memstats_heap_inuse_bytes"] / (1 << 20)}
 		}
 		run.Steps = append(run.Steps, s)
 		logf("observer: %-40s observer caches %5d Pods, RSS %6.1f MiB, heap %6.1f MiB | all-Pods cache %5d Pods, RSS %6.1f MiB, heap %6.1f MiB",
@@ -410,7 +406,7 @@ func (c *cluster) churn(ctx context.Context, o Options, live []livePod, owners [
 		if err != nil {
 			return nil, err
 		}
-		u := ProcCPU{CPUSeconds: (t - cpu0[i]).Seconds(), PeakRSSMiB: mib(mem.HWM)}
+		u := ProcCPU{CPUSeconds: (t - cpu0[i]).Seconds(), PeakRSSMiB: proc.MiB(mem.HWM)}
 		u.Cores = u.CPUSeconds / (ch.Seconds + ch.DrainSeconds)
 		if ch.Deletions > 0 {
 			u.CPUMsPerDeletion = 1000 * u.CPUSeconds / float64(ch.Deletions)
@@ -481,21 +477,7 @@ func unstructuredInt(obj map[string]any, path ...string) (int64, bool, error) {
 
 // scrape reads a process's /metrics, the values of unlabelled metrics.
 func scrape(ctx context.Context, url string) (map[string]float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(bytes.NewReader(b))
+	fams, err := promscrape.Get(ctx, url)
 	if err != nil {
 		return nil, err
 	}

@@ -39,21 +39,6 @@ func (r *Results) write(dir string) error {
 	return nil
 }
 
-// num prints a measurement with three significant digits or so.
-func num(v float64) string {
-	switch a := math.Abs(v); {
-	case math.IsInf(v, 0) || math.IsNaN(v):
-		return fmt.Sprint(v)
-	case a >= 100:
-		return fmt.Sprintf("%.0f", v)
-	case a >= 10:
-		return fmt.Sprintf("%.1f", v)
-	case a >= 1:
-		return fmt.Sprintf("%.2f", v)
-	}
-	return fmt.Sprintf("%.3f", v)
-}
-
 // duration prints nanoseconds in a readable unit.
 func duration(ns float64) string {
 	switch a := math.Abs(ns); {
@@ -92,6 +77,9 @@ func ratio(a, b float64) string {
 
 // table is the lab pages' Markdown table.
 type table = mdtable.Table
+
+// num prints a measurement with three significant digits or so.
+var num = mdtable.Num
 
 func seq(from, to int) []int {
 	var s []int

@@ -1,6 +1,10 @@
 package bench
 
-import "time"
+import (
+	"time"
+
+	"github.com/graceguard/graceguard/test/harness/proc"
+)
 
 // Results is everything one run measured; docs/benchmarks.json is this,
 // and docs/benchmarks.md and the SVG are rendered from it alone.
@@ -30,11 +34,7 @@ type Results struct {
 
 // Machine is where the run happened.
 type Machine struct {
-	NProc     int     `json:"nproc"`
-	CPUModel  string  `json:"cpuModel"`
-	MemoryGiB float64 `json:"memoryGiB"`
-	Kernel    string  `json:"kernel"`
-	GoVersion string  `json:"goVersion"`
+	proc.Host
 	// LoadAvgStart and LoadAvgEnd are /proc/loadavg (1, 5, 15 min).
 	LoadAvgStart [3]float64 `json:"loadAvgStart"`
 	LoadAvgEnd   [3]float64 `json:"loadAvgEnd"`

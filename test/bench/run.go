@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -103,7 +102,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		ObserverPods: o.ObserverPods, ObserverUntreated: o.ObserverUntreated, ObserverWorkloads: o.ObserverWorkloads,
 		ObserverRate: o.ObserverRate, ObserverSeconds: o.ObserverChurn.Seconds(),
 	}}
-	r.Machine = machine()
+	r.Machine = Machine{Host: proc.ThisHost()}
 	if o.WaitLoad > 0 {
 		waited := waitForLoad(ctx, o.WaitLoad, o.WaitTimeout, logf)
 		r.Machine.WaitedForLoadSeconds = waited.Seconds()
@@ -311,7 +310,7 @@ func (r *Results) namespaces(ctx context.Context, o Options, c *cluster, gg *tar
 		runtime.GC()
 		var mem runtime.MemStats
 		runtime.ReadMemStats(&mem)
-		at.HeapMiB = mib(int64(mem.HeapAlloc))
+		at.HeapMiB = proc.MiB(int64(mem.HeapAlloc))
 		lr, err := gg.run(ctx, loadSpec{rate: o.NamespaceRate, inFlight: o.InFlight, warmup: o.Warmup, duration: o.NamespaceLoad})
 		if err != nil {
 			return err
@@ -333,25 +332,6 @@ func rateName(rate, workers int) string {
 		return fmt.Sprintf("max (%d workers)", workers)
 	}
 	return fmt.Sprintf("%d req/s", rate)
-}
-
-func machine() Machine {
-	return Machine{
-		NProc:     runtime.NumCPU(),
-		CPUModel:  proc.CPUModel(),
-		MemoryGiB: float64(proc.MemTotal()) / (1 << 30),
-		Kernel:    proc.Kernel(),
-		GoVersion: goVersion(),
-	}
-}
-
-// goVersion is the toolchain that builds the benchmarks and binaries.
-func goVersion() string {
-	out, err := exec.Command("go", "env", "GOVERSION").Output()
-	if err != nil {
-		return runtime.Version()
-	}
-	return strings.TrimSpace(string(out))
 }
 
 // waitForLoad polls the 1-minute load average until it is below limit.

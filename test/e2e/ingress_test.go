@@ -35,7 +35,7 @@ import (
 	"github.com/graceguard/graceguard/test/e2e/evidence"
 )
 
-// Scenario 12 (seed test 10): scenarios 1-3 again, through a real ingress
+// Scenario 13 (seed test 10): scenarios 1-3 again, through a real ingress
 // controller instead of the stand-in router, and the controller's own
 // withdrawal delay measured. Traefik (hack/traefik.sh builds it from the Go
 // module proxy; GG_E2E_TRAEFIK names the binary) runs on the node as a host

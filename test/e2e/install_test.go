@@ -95,12 +95,7 @@ var _ = Describe("graceguard on a real node", Ordered, ContinueOnFailure, func()
 		inst.ServerSideApply = true
 		inst.WaitStrategy = helmkube.HookOnlyStrategy
 		inst.Timeout = 2 * time.Minute
-		repo, tag, _ := strings.Cut(webhookImage.Name, ":")
-		values := map[string]any{
-			"image": map[string]any{"repository": repo, "tag": tag, "pullPolicy": "Never"},
-			// The observer writes OpenReports (scenario 9 reads one).
-			"reports": map[string]any{"enabled": true},
-		}
+		values := installValues()
 		By("installing the OpenReports CRD (the pinned openreports.io module's), for the observer's policy reports")
 		crds, err := apiserver.FindReportCRDs(ctx)
 		Expect(err).NotTo(HaveOccurred())
@@ -276,7 +271,12 @@ var _ = Describe("graceguard on a real node", Ordered, ContinueOnFailure, func()
 		queueConsumer(ctx)
 	}, NodeTimeout(6*time.Minute))
 
-	It("12. through a real ingress (Traefik): its withdrawal delay measured; none lost with graceguard's traefik profile, lost without", func(ctx SpecContext) {
+	It("12. the chart's alerts in a real Prometheus: no ready webhook replica fires when the Fail webhooks have none, SIGKILLs fire where they happened", func(ctx SpecContext) {
+		requireInstalled()
+		alertsInPrometheus(ctx)
+	}, NodeTimeout(10*time.Minute))
+
+	It("13. through a real ingress (Traefik): its withdrawal delay measured; none lost with graceguard's traefik profile, lost without", func(ctx SpecContext) {
 		requireInstalled()
 		realIngress(ctx)
 	}, NodeTimeout(15*time.Minute))
@@ -351,6 +351,20 @@ func noteDryRun(in *evidence.Install, outcome string, at time.Duration) {
 	}
 	if len(in.DryRunOutcomes) < 6 {
 		in.DryRunOutcomes = append(in.DryRunOutcomes, evidence.Outcome{Outcome: key, Count: 1, First: evidence.S(at), Last: evidence.S(at)})
+	}
+}
+
+// installValues are the chart values of the suite's release; the
+// Prometheus beside the node loads the alerts the chart renders for them.
+func installValues() map[string]any {
+	repo, tag, _ := strings.Cut(webhookImage.Name, ":")
+	return map[string]any{
+		"image": map[string]any{"repository": repo, "tag": tag, "pullPolicy": "Never"},
+		// The observer writes OpenReports (scenario 9 reads one) and labels
+		// its kill counter with the namespace, which GraceguardObservedKills
+		// names (scenario 7 and 12 read it from Prometheus).
+		"reports":  map[string]any{"enabled": true},
+		"observer": map[string]any{"metricsNamespaceLabel": true},
 	}
 }
 

@@ -69,7 +69,7 @@ const (
 	// Scenario 11: the queue server and its consumers (arm B opts its Pod
 	// out).
 	nsQueue = "gg-e2e-queue"
-	// Scenario 12: Traefik's ServiceAccount, and the Pods behind it with
+	// Scenario 13: Traefik's ServiceAccount, and the Pods behind it with
 	// graceguard (a) and without (b).
 	nsIngress  = "gg-e2e-ingress"
 	nsIngressA = "gg-e2e-ingress-a"
@@ -201,9 +201,13 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	for _, n := range testNamespaces {
 		waitServiceAccount(ctx, n.name)
 	}
+
+	By("starting Prometheus beside the node, with the chart's alerts (scenario 12)")
+	mon = startMonitor(ctx)
 }, NodeTimeout(30*time.Minute))
 
 var _ = AfterSuite(func(ctx SpecContext) {
+	mon.stop()
 	if os.Getenv("GG_E2E_KEEP") == "1" {
 		GinkgoWriter.Printf("GG_E2E_KEEP=1: leaving the namespaces, the release and the cluster\n")
 		return

@@ -125,7 +125,7 @@ func tuneFromEvidence(ctx context.Context) {
 
 		ld := startLoad(rctx, r, tuneRate, tuneWork, newClient(tuneTimeout))
 		time.Sleep(baseline)
-		start := time.Now()
+		start := mon.mark("scenario 7, round " + name)
 		roll()
 		waitDeploymentDone(ctx, nsTune, "web", 5*time.Minute)
 		rd.Rollout = evidence.S(time.Since(start))
@@ -171,12 +171,56 @@ func tuneFromEvidence(ctx context.Context) {
 		return rd
 	}
 
+	// Prometheus beside the node (scenario 12) scrapes the observer: the
+	// namespace's kill counter is there at 0 before any kill, so the first
+	// one is an increase GraceguardObservedKills can see.
+	By("Prometheus: the namespace's kill counter at 0, GraceguardObservedKills silent")
+	killsQ := fmt.Sprintf(`graceguard_observed_kills_total{job=%q, namespace=%q}`, releaseNS+"/"+fullname+"-observer", nsTune)
+	killAlert := map[string]string{"namespace": nsTune}
+	promKills := func() (float64, bool, string) {
+		v, ok, err := mon.value(ctx, killsQ)
+		if err != nil {
+			return 0, false, err.Error()
+		}
+		if !ok {
+			return 0, false, "no series"
+		}
+		return v, true, fmt.Sprint(v)
+	}
+	var said string
+	var zero bool
+	for deadline := time.Now().Add(time.Minute); !zero && time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(time.Second) {
+		v, ok, s := promKills()
+		zero, said = ok && v == 0, s
+	}
+	quiet, err := mon.alertState(ctx, "GraceguardObservedKills", killAlert)
+	ck.Add("before round 1: Prometheus scrapes the namespace's kill counter at 0; GraceguardObservedKills silent for it", "0; no alert",
+		zero && err == nil && quiet.State == "", "%s; alert %s", said, stateOr(quiet.State, err))
+
 	By("round 1: a rollout restart with the budget the team guessed")
 	r1 := round("1. restart, max-work 5s", func() { restartTemplate(ctx, nsTune, "web") })
+	r1Reported := time.Now()
 	ck.Add("round 1: the budget is too short, requests fail", "> 0 failed", r1.Failed > 0 && r1.Sent > 0,
 		"%d failed of %d (%s)", r1.Failed, r1.Sent, evidence.KindList(r1.ByKind))
 	ck.Add("round 1: the observer saw every old Pod shut down, and the kills", fmt.Sprintf("%d observed, > 0 SIGKILLed", tuneReps),
 		r1.Observed == tuneReps && r1.Kills > 0, "%d observed, %d SIGKILLed", r1.Observed, r1.Kills)
+	// The alert has no for: it fires at the first evaluation after a
+	// scrape shows the increase.
+	By("round 1: GraceguardObservedKills fires for the namespace, with the observer's count")
+	var fire alert
+	var firedAt time.Time
+	var count string
+	for deadline := time.Now().Add(time.Minute); firedAt.IsZero() && time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(time.Second) {
+		v, ok, s := promKills()
+		count = s
+		if a, err := mon.alertState(ctx, "GraceguardObservedKills", killAlert); err == nil && a.State == "firing" && ok && v == float64(r1.Kills) {
+			fire, firedAt = a, time.Now()
+		}
+	}
+	ck.Add("round 1: GraceguardObservedKills fires for "+nsTune+"; Prometheus counts the kills the report counts",
+		fmt.Sprintf("firing; counter %d", r1.Kills), !firedAt.IsZero(),
+		"%s; counter %s; seen firing %.0f s after the report had the kills, active from %.0f s on Prometheus' clock",
+		stateOr(fire.State, nil), count, firedAt.Sub(r1Reported).Seconds(), mon.since(fire.ActiveAt))
 	rep := report()
 	rec := rep.Status.Recommendation
 	var recWork time.Duration
@@ -205,7 +249,7 @@ func tuneFromEvidence(ctx context.Context) {
 	By("the observer's OpenReports Report for web says the SIGKILLs (the chart's reports.enabled)")
 	k := policyreport.OpenReports
 	reportGVR := k.GroupVersionKind().GroupVersion().WithResource(k.Resource())
-	said := "no Report " + policyreport.Name("deployment", "web")
+	said = "no Report " + policyreport.Name("deployment", "web")
 	killed := false
 	// Polled, not asserted: the check records what the Report said.
 	for deadline := time.Now().Add(time.Minute); !killed && time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(time.Second) {
@@ -233,7 +277,7 @@ func tuneFromEvidence(ctx context.Context) {
 	Expect(dec.Decode(&doc.Object)).To(Succeed())
 	Expect(doc.GetKind()).To(Equal("Deployment"))
 	Expect(rec).NotTo(BeNil(), "a recommendation after round 1")
-	round("2. applying the recommendation (rolls out)", func() {
+	r2 := round("2. applying the recommendation (rolls out)", func() {
 		_, err := dyn.Resource(deploymentsGVR).Namespace(nsTune).Apply(ctx, doc.GetName(), &doc,
 			metav1.ApplyOptions{FieldManager: "graceguard-recommend", Force: true})
 		Expect(err).NotTo(HaveOccurred())
@@ -245,7 +289,18 @@ func tuneFromEvidence(ctx context.Context) {
 		"%s, grace %d", fresh[0].Annotations[budgetKey], grace(&fresh[0]))
 
 	By("round 3: the next rollout, with the recommended budget")
+	var before3 string
+	for deadline := time.Now().Add(promSettle * 2); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(time.Second) {
+		v, ok, s := promKills()
+		if before3 = s; ok && v == float64(r1.Kills+r2.Kills) {
+			break
+		}
+	}
 	r3 := round("3. next restart, recommended max-work", func() { restartTemplate(ctx, nsTune, "web") })
+	time.Sleep(promSettle)
+	_, _, after3 := promKills()
+	ck.Add("round 3: no kill reaches Prometheus (the counter stays at rounds 1 and 2's)", fmt.Sprint(r1.Kills+r2.Kills),
+		after3 == before3 && before3 == fmt.Sprint(r1.Kills+r2.Kills), "%s before round 3, %s after", before3, after3)
 	ck.Add("round 3: no Pod SIGKILLed", fmt.Sprintf("%d observed, 0 SIGKILLed", tuneReps),
 		r3.Observed == tuneReps && r3.Kills == 0, "%d observed, %d SIGKILLed", r3.Observed, r3.Kills)
 	ck.Add("round 3: no failed request", "0 failed", r3.Failed == 0 && r3.Sent > tuneRate*10,

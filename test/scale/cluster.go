@@ -33,6 +33,10 @@ import (
 // installed (the observer's Lease is there).
 const releaseNamespace = "graceguard-system"
 
+// observerLease is the Lease the observer replicas elect their leader
+// with (pkg/observer's LeaderElectionID).
+const observerLease = "graceguard-observer"
+
 // kwokModule is the module whose kwok binary simulates the nodes; its
 // version is the one the lab's go.mod pins (this package links its
 // stages).
@@ -137,6 +141,41 @@ type cluster struct {
 	// of graceguard's two.
 	observer, controllers, scheduler, kwok *apiserver.Process
 	webhookMetrics, observerMetrics        string
+	// How an observer replica starts: the binary and the chart's flags.
+	observerBin  string
+	observerArgs []string
+}
+
+// startObserver starts an observer replica as the chart runs one (its
+// flags, leader election on), its metrics on metricsPort.
+func (c *cluster) startObserver(name string, metricsPort int) (*apiserver.Process, error) {
+	kc, err := c.Kubeconfig("graceguard-observer")
+	if err != nil {
+		return nil, err
+	}
+	health, err := freeport.Get()
+	if err != nil {
+		return nil, err
+	}
+	return c.StartProcess(name, c.observerBin, append(slices.Clone(c.observerArgs),
+		"--kubeconfig="+kc, "--namespace="+releaseNamespace, "--metrics-bind-address=127.0.0.1:"+strconv.Itoa(metricsPort),
+		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(health))...)
+}
+
+// leaseHolder is the holder of the observers' Lease ("" when none holds
+// it, or it does not exist yet).
+func (c *cluster) leaseHolder(ctx context.Context) (string, error) {
+	l, err := c.kube.CoordinationV1().Leases(releaseNamespace).Get(ctx, observerLease, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if l.Spec.HolderIdentity == nil {
+		return "", nil
+	}
+	return *l.Spec.HolderIdentity, nil
 }
 
 // startCluster starts the API server with graceguard's webhooks and the
@@ -245,17 +284,8 @@ leaderElection:
 		"--manage-nodes-with-label-selector="+kwokNodeLabel+"="+kwokNodeValue, "--server-address=127.0.0.1:"+strconv.Itoa(ports[2])); err != nil {
 		return c, err
 	}
-	ok, err := c.Kubeconfig("graceguard-observer")
-	if err != nil {
-		return c, err
-	}
-	health, err := freeport.Get()
-	if err != nil {
-		return c, err
-	}
-	if c.observer, err = c.StartProcess("graceguard observer", webhookBin, append(slices.Clone(chartDefaults.ObserverArgs),
-		"--kubeconfig="+ok, "--namespace="+releaseNamespace, "--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports[1]),
-		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(health))...); err != nil {
+	c.observerBin, c.observerArgs = webhookBin, chartDefaults.ObserverArgs
+	if c.observer, err = c.startObserver("graceguard observer", ports[1]); err != nil {
 		return c, err
 	}
 	deadline := time.Now().Add(time.Minute)

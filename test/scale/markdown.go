@@ -12,6 +12,7 @@ import (
 	"text/template"
 
 	"github.com/graceguard/graceguard/test/harness/mdtable"
+	"github.com/graceguard/graceguard/test/harness/proc"
 )
 
 //go:embed scale.md.tmpl
@@ -36,6 +37,7 @@ type page struct {
 	Admission                        *admissionPage
 	Memory                           *memoryPage
 	Shutdowns                        *shutdownPage
+	Failovers                        *failoverPage
 	Extrapolation                    *extrapolationPage
 	Kwok                             string
 }
@@ -67,6 +69,11 @@ type shutdownPage struct {
 	Flush                                     string
 }
 
+type failoverPage struct {
+	Table        *table
+	After, Flush string
+}
+
 type extrapolationPage struct {
 	E     Envelope
 	Table *table
@@ -86,7 +93,7 @@ func (r *Results) Markdown() string {
 func (r *Results) page() page {
 	p := page{Scenario: r.Options.Scenario, Started: r.Started.Format("2006-01-02 15:04 MST"), Seconds: fmt.Sprintf("%.0f", r.Seconds), ClusterSeconds: fmt.Sprintf("%.0f", r.ClusterSeconds),
 		JSON: docJSON, Options: r.Options, Machine: r.machineTable(), Load: r.loadTable(), Phases: r.phaseTable(), CPU: r.cpuTable(),
-		Admission: r.admissionPage(), Memory: r.memoryPage(), Shutdowns: r.shutdownPage(), Extrapolation: r.extrapolationPage(Kubernetes),
+		Admission: r.admissionPage(), Memory: r.memoryPage(), Shutdowns: r.shutdownPage(), Failovers: r.failoverPage(), Extrapolation: r.extrapolationPage(Kubernetes),
 		Kwok: r.Machine.Kwok}
 	for _, l := range []pageList{{"Problems in this run", r.Problems}, {"Caveats", r.Caveats}} {
 		if len(l.Items) > 0 {
@@ -98,16 +105,12 @@ func (r *Results) page() page {
 
 func (r *Results) machineTable() *table {
 	m := r.Machine
+	rows := append(m.Rows(), [2]string{"kube-apiserver, kube-controller-manager, kube-scheduler", m.KubeAPIServer},
+		[2]string{"kwok (sigs.k8s.io/kwok)", m.Kwok})
 	t := &table{Head: []string{"", ""}}
-	t.Add("CPUs (`nproc`)", fmt.Sprint(m.NProc))
-	t.Add("CPU model", m.CPUModel)
-	t.Add("memory", fmt.Sprintf("%.1f GiB", m.MemoryGiB))
-	t.Add("kernel", m.Kernel)
-	t.Add("Go", m.GoVersion)
-	t.Add("kube-apiserver, kube-controller-manager, kube-scheduler", m.KubeAPIServer)
-	t.Add("kwok (sigs.k8s.io/kwok)", m.Kwok)
-	t.Add("load average at start (1, 5, 15 min)", fmt.Sprintf("%.2f, %.2f, %.2f", m.LoadAvgStart[0], m.LoadAvgStart[1], m.LoadAvgStart[2]))
-	t.Add("load average at end", fmt.Sprintf("%.2f, %.2f, %.2f", m.LoadAvgEnd[0], m.LoadAvgEnd[1], m.LoadAvgEnd[2]))
+	for _, r := range append(rows, proc.LoadRows(m.LoadAvgStart, m.LoadAvgEnd)...) {
+		t.Add(r[0], r[1])
+	}
 	return t
 }
 
@@ -271,12 +274,7 @@ func (r *Results) shutdownPage() *shutdownPage {
 	if s == nil {
 		return nil
 	}
-	sp := &shutdownPage{S: s, Once: s.ObservedOnce(), Churn: num(s.ChurnSeconds), Lag: num(s.LagSeconds)}
-	for _, a := range r.Chart.ObserverArgs {
-		if v, ok := strings.CutPrefix(a, "--flush-interval="); ok {
-			sp.Flush = v
-		}
-	}
+	sp := &shutdownPage{S: s, Once: s.ObservedOnce(), Churn: num(s.ChurnSeconds), Lag: num(s.LagSeconds), Flush: r.flushFlag()}
 	if s.Shutdowns > 0 {
 		sp.WritesPerShutdown = num(s.ReportWrites / float64(s.Shutdowns))
 		sp.CPUPerShut = num(1000 * s.ObserverCPUSeconds / float64(s.Shutdowns))
@@ -296,6 +294,32 @@ func (r *Results) shutdownPage() *shutdownPage {
 		sp.Outcomes = o
 	}
 	return sp
+}
+
+func (r *Results) failoverPage() *failoverPage {
+	if len(r.Failovers) == 0 {
+		return nil
+	}
+	fp := &failoverPage{After: num(failoverAfter.Seconds()), Flush: r.flushFlag()}
+	t := &table{Head: []string{"Leader stopped by", "Stopped after (s)", "Lease taken after (s)", "Observing after (s)", "Shutdowns",
+		"Gone while none observed", "Recorded", "Lost", "Lost %", "Killed (seen / recorded)"}, Right: []int{1, 2, 3, 4, 5, 6, 7, 8, 9}}
+	for _, f := range r.Failovers {
+		t.Add(f.Signal, num(f.StoppedAfterSeconds), num(f.LeaderlessSeconds), num(f.UnobservedSeconds), count(float64(f.Shutdowns)),
+			count(float64(f.GoneUnobserved)), count(float64(f.Recorded)), count(float64(f.Lost())), num(f.LostPercent()),
+			count(float64(f.Kills))+" / "+count(float64(f.RecordedKills)))
+	}
+	fp.Table = t
+	return fp
+}
+
+// flushFlag is the observer's --flush-interval as the chart sets it.
+func (r *Results) flushFlag() string {
+	for _, a := range r.Chart.ObserverArgs {
+		if v, ok := strings.CutPrefix(a, "--flush-interval="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 func (r *Results) extrapolationPage(e Envelope) *extrapolationPage {
@@ -384,39 +408,8 @@ func Render(results, outDir string) error {
 	return r.write(outDir)
 }
 
-// num prints a measurement with three significant digits or so.
-func num(v float64) string {
-	switch a := math.Abs(v); {
-	case math.IsInf(v, 0) || math.IsNaN(v):
-		return fmt.Sprint(v)
-	case a >= 100:
-		return fmt.Sprintf("%.0f", v)
-	case a >= 10:
-		return fmt.Sprintf("%.1f", v)
-	case a >= 1:
-		return fmt.Sprintf("%.2f", v)
-	}
-	return fmt.Sprintf("%.3f", v)
-}
-
-// count prints a whole number with thousands separators.
-func count(v float64) string {
-	if v != math.Trunc(v) || math.Abs(v) >= 1e15 {
-		return num(v)
-	}
-	s := fmt.Sprintf("%.0f", math.Abs(v))
-	var b strings.Builder
-	if v < 0 {
-		b.WriteByte('-')
-	}
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
-
-// table is the lab pages' Markdown table.
+// table is the lab pages' Markdown table; num and count print its
+// figures.
 type table = mdtable.Table
+
+var num, count = mdtable.Num, mdtable.Thousands

@@ -1,61 +1,29 @@
 package scale
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"io"
 	"math"
-	"net/http"
 	"slices"
 	"strings"
 
+	"github.com/graceguard/graceguard/test/harness/promscrape"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"k8s.io/client-go/kubernetes"
 )
 
 // exposition is one scrape of a /metrics endpoint, by metric family.
 type exposition map[string]*dto.MetricFamily
 
-func parseExposition(b []byte) (exposition, error) {
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(bytes.NewReader(b))
-	if err != nil {
-		return nil, err
-	}
-	return exposition(fams), nil
-}
-
 // scrape reads a process's /metrics over HTTP.
 func scrape(ctx context.Context, url string) (exposition, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: HTTP %d: %.200s", url, resp.StatusCode, b)
-	}
-	return parseExposition(b)
+	f, err := promscrape.Get(ctx, url)
+	return exposition(f), err
 }
 
 // scrapeAPIServer reads the API server's /metrics as the admin.
 func scrapeAPIServer(ctx context.Context, kube kubernetes.Interface) (exposition, error) {
-	b, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("GET /metrics of the API server: %w", err)
-	}
-	return parseExposition(b)
+	f, err := promscrape.APIServer(ctx, kube)
+	return exposition(f), err
 }
 
 // label is the value of a metric's label, "" when it has none.

@@ -39,6 +39,12 @@ type Options struct {
 	// new template), and Deletions Pods of the others are deleted.
 	RestartFraction float64 `json:"restartFraction"`
 	Deletions       int     `json:"deletions"`
+	// Failover repeats the churn twice more with a standby observer
+	// started beside the leader, and stops the leader 5 s into each: by
+	// SIGTERM (a rollout or a drain: it writes what it gathered and
+	// hands the Lease over), then by SIGKILL (a node lost: the Lease
+	// expires first). The run counts what went unrecorded.
+	Failover bool `json:"failover,omitempty"`
 	// DrainSeconds is how long an app takes to exit after SIGTERM;
 	// SlowDeployments per namespace drain SlowDrainSeconds instead, longer
 	// than graceguard's grace: they are SIGKILLed at its end.
@@ -70,7 +76,7 @@ var Scenarios = map[string]Options{
 		Scenario: "smoke", Nodes: 200, PodsPerNode: 110,
 		Namespaces: 10, DeploymentsPerNamespace: 4, Replicas: 50, EmptyNamespaces: 200,
 		JobParallelism: 500, JobRunSeconds: 30, ClientPods: 300, Clients: 8,
-		RestartFraction: 0.1, Deletions: 100,
+		RestartFraction: 0.1, Deletions: 100, Failover: true,
 		DrainSeconds: 2, SlowDeployments: 1, SlowDrainSeconds: 30, MaxWork: "5s",
 		Timeout: 5 * time.Minute,
 	},
@@ -80,7 +86,7 @@ var Scenarios = map[string]Options{
 		Scenario: "full", Nodes: 2000, PodsPerNode: 110,
 		Namespaces: 100, DeploymentsPerNamespace: 5, Replicas: 90, EmptyNamespaces: 9900,
 		JobParallelism: 5000, JobRunSeconds: 120, ClientPods: 2000, Clients: 16,
-		RestartFraction: 0.1, Deletions: 1000,
+		RestartFraction: 0.1, Deletions: 1000, Failover: true,
 		DrainSeconds: 2, SlowDeployments: 1, SlowDrainSeconds: 30, MaxWork: "5s",
 		Timeout: 30 * time.Minute,
 	},
@@ -171,5 +177,6 @@ func (o Options) String() string {
 		fmt.Sprintf("Jobs of %d Pods", o.JobParallelism),
 		fmt.Sprintf("%d bare Pods per arm", o.ClientPods),
 		fmt.Sprintf("%d Deployments restarted, %d Pods deleted", o.Restarted(), o.Deletions),
+		map[bool]string{true: "then twice again with the observer's leader stopped (SIGTERM, SIGKILL)", false: "no observer failover"}[o.Failover],
 	}, "; ")
 }

@@ -1,6 +1,8 @@
 package scale
 
 import (
+	"github.com/graceguard/graceguard/test/harness/proc"
+
 	"math"
 	"slices"
 	"sort"
@@ -26,6 +28,9 @@ type Results struct {
 	Admission Admission    `json:"admission"`
 	Memory    []MemoryStep `json:"memory"`
 	Shutdowns *Shutdowns   `json:"shutdowns,omitempty"`
+	// Failovers are the churns repeated with the observer's leader
+	// stopped (Options.Failover), SIGTERM first.
+	Failovers []Failover `json:"failovers,omitempty"`
 	// CPU is each process's CPU time over the run, and its peak RSS.
 	CPU []ProcCPU `json:"cpu"`
 	// Problems are phases that failed, in sentences; Caveats are
@@ -36,11 +41,7 @@ type Results struct {
 
 // Machine is where the run happened.
 type Machine struct {
-	NProc         int        `json:"nproc"`
-	CPUModel      string     `json:"cpuModel"`
-	MemoryGiB     float64    `json:"memoryGiB"`
-	Kernel        string     `json:"kernel"`
-	GoVersion     string     `json:"goVersion"`
+	proc.Host
 	KubeAPIServer string     `json:"kubeAPIServer"`
 	Kwok          string     `json:"kwok"`
 	LoadAvgStart  [3]float64 `json:"loadAvgStart"`
@@ -279,6 +280,44 @@ type Shutdowns struct {
 // kills included.
 func (s Shutdowns) ObservedOnce() bool {
 	return s.Shutdowns > 0 && s.Recorded == s.Shutdowns && s.RecordedKills == s.Kills
+}
+
+// Failover is a churn during which the observer's leader was stopped and
+// a standby replica took the Lease over.
+type Failover struct {
+	// Signal stopped the leader (SIGTERM, SIGKILL), StoppedAfterSeconds
+	// after the churn's first deletion.
+	Signal              string  `json:"signal"`
+	StoppedAfterSeconds float64 `json:"stoppedAfterSeconds"`
+	// LeaderlessSeconds runs from the signal until the Lease named the
+	// standby, UnobservedSeconds until the standby, now leader, had
+	// listed the treated Pods and observed.
+	LeaderlessSeconds float64 `json:"leaderlessSeconds"`
+	UnobservedSeconds float64 `json:"unobservedSeconds"`
+	// Shutdowns and Kills are the harness's count of the churn, as in
+	// Shutdowns; GoneUnobserved those whose Pods went while no replica
+	// observed (from the signal until the new leader observed).
+	Shutdowns      int `json:"shutdowns"`
+	Kills          int `json:"kills"`
+	GoneUnobserved int `json:"goneUnobserved"`
+	// Recorded and RecordedKills are what the reports gained over the
+	// churn.
+	Recorded      int `json:"recorded"`
+	RecordedKills int `json:"recordedKills"`
+	// ChurnSeconds and LagSeconds as in Shutdowns.
+	ChurnSeconds float64 `json:"churnSeconds"`
+	LagSeconds   float64 `json:"lagSeconds"`
+}
+
+// Lost is the shutdowns the reports do not count.
+func (f Failover) Lost() int { return max(0, f.Shutdowns-f.Recorded) }
+
+// LostPercent is Lost as a share of the shutdowns.
+func (f Failover) LostPercent() float64 {
+	if f.Shutdowns == 0 {
+		return 0
+	}
+	return 100 * float64(f.Lost()) / float64(f.Shutdowns)
 }
 
 // ProcCPU is one process's CPU time over the run and its peak RSS.

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/graceguard/graceguard/test/harness/promscrape"
 )
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9*math.Max(1, math.Abs(b)) }
@@ -77,10 +79,11 @@ graceguard_admission_decisions_total{decision="allowed",reason="ok",webhook="val
 // the binding subresource), histograms add up across series, and by
 // groups by the labels named.
 func TestExpositionSelectsSeriesByExactLabels(t *testing.T) {
-	e, err := parseExposition([]byte(apiserverMetrics))
+	f, err := promscrape.Parse([]byte(apiserverMetrics))
 	if err != nil {
 		t.Fatal(err)
 	}
+	e := exposition(f)
 	if got := e.sum("apiserver_request_total", map[string]string{"verb": "POST", "resource": "pods", "subresource": "", "code": "201"}); got != 120 {
 		t.Errorf("Pods created = %g, want 120 (not the 118 bindings)", got)
 	}
@@ -260,6 +263,28 @@ func TestTheEnvelopeVerdictIsOnTheLiveHeapAndTheOverhead(t *testing.T) {
 		r.Chart.WebhookMemoryLimitMiB = limit
 		if got := r.extrapolationPage(Kubernetes).Table.String(); !strings.Contains(got, "needs about 49.5 MiB: "+want) {
 			t.Errorf("limit %g MiB: the table says\n%s\nwant it to say %q", limit, got, want)
+		}
+	}
+}
+
+// A failover's loss is the shutdowns the reports lack; more recorded than
+// shut down is not a negative loss (the run flags it as recorded twice).
+func TestAFailoverLosesWhatTheReportsLack(t *testing.T) {
+	for _, c := range []struct {
+		f        Failover
+		lost     int
+		lostPerc float64
+	}{
+		{Failover{Shutdowns: 9, Recorded: 7}, 2, 100 * 2.0 / 9},
+		{Failover{Shutdowns: 9, Recorded: 9}, 0, 0},
+		{Failover{Shutdowns: 9, Recorded: 11}, 0, 0},
+		{Failover{}, 0, 0},
+	} {
+		if got := c.f.Lost(); got != c.lost {
+			t.Errorf("%+v: lost %d, want %d", c.f, got, c.lost)
+		}
+		if got := c.f.LostPercent(); got != c.lostPerc {
+			t.Errorf("%+v: lost %.3f%%, want %.3f%%", c.f, got, c.lostPerc)
 		}
 	}
 }

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -35,7 +33,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		return nil, err
 	}
 	start := time.Now()
-	r := &Results{Options: o, Started: start.UTC().Truncate(time.Second), Machine: machine()}
+	r := &Results{Options: o, Started: start.UTC().Truncate(time.Second), Machine: Machine{Host: proc.ThisHost()}}
 	rn := &runner{o: o, r: r, start: start}
 	r.Machine.LoadAvgStart, _ = proc.LoadAvg()
 	if l := r.Machine.LoadAvgStart[0]; l > float64(r.Machine.NProc)*0.75 {
@@ -154,7 +152,7 @@ func (rn *runner) run(ctx context.Context) error {
 		rn.pids[name] = p.PID()
 	}
 	rn.pids["harness (clients, informer)"] = os.Getpid()
-	rn.cpu0, rn.peak = cpuTimes(rn.pids), map[string]int64{}
+	rn.cpu0, rn.peak = proc.CPUTimes(rn.pids), map[string]int64{}
 	measured := time.Now()
 
 	wctx, stopWatch := context.WithCancel(ctx)
@@ -182,6 +180,11 @@ func (rn *runner) run(ctx context.Context) error {
 	}
 	rn.cpuFigures()
 	r.ClusterSeconds = time.Since(measured).Seconds()
+	if o.Failover {
+		if err := rn.failovers(ctx); err != nil {
+			return err
+		}
+	}
 	keep = len(r.Problems) > 0
 	return nil
 }
@@ -391,52 +394,11 @@ func (rn *runner) churn(ctx context.Context, workload []string) error {
 	w.resetShutdowns()
 	restart := restartSet(o)
 	err = rn.phase(fmt.Sprintf("churn: %d Deployments restarted, %d Pods deleted", len(restart), o.Deletions), func() (int, error) {
-		now := time.Now()
-		var others []int
-		for g := range o.Deployments() {
-			ns, name := workloadNamespace(g/o.DeploymentsPerNamespace), deploymentName(g%o.DeploymentsPerNamespace)
-			if slices.Contains(restart, g) {
-				if err := c.restartDeployment(ctx, ns, name, now); err != nil {
-					return 0, err
-				}
-				s.Restarted++
-				continue
-			}
-			others = append(others, g)
+		var err error
+		if s.Restarted, s.Deleted, err = rn.disrupt(ctx, restart); err != nil {
+			return 0, err
 		}
-		// The deletions, spread over the other Deployments.
-		for i := 0; s.Deleted < o.Deletions && len(others) > 0; i++ {
-			g := others[i%len(others)]
-			per := (o.Deletions + len(others) - 1) / len(others)
-			n, err := c.deletePods(ctx, workloadNamespace(g/o.DeploymentsPerNamespace), deploymentName(g%o.DeploymentsPerNamespace), min(per, o.Deletions-s.Deleted))
-			s.Deleted += n
-			if err != nil {
-				return 0, err
-			}
-			if i >= len(others) && n == 0 {
-				break
-			}
-		}
-		// Done when every Deployment runs its template again and no Pod is
-		// still shutting down.
-		deadline := time.Now().Add(o.Timeout)
-		for {
-			done, err := c.rolledOut(ctx, o)
-			if err != nil {
-				return 0, err
-			}
-			n := w.snapshot()
-			if done && n.terminating == 0 && sumOver(n.running, workload) >= o.DeploymentPods() {
-				return n.shutdowns, nil
-			}
-			if err := c.exited(); err != nil {
-				return 0, err
-			}
-			if time.Now().After(deadline) {
-				return n.shutdowns, fmt.Errorf("not rolled out within %s (%d Pods still terminating)", o.Timeout, n.terminating)
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
+		return rn.settle(ctx, workload)
 	})
 	n := w.snapshot()
 	s.Shutdowns, s.Kills, s.Unfinished = n.shutdowns, n.kills, n.unfinished
@@ -466,7 +428,7 @@ func (rn *runner) churn(ctx context.Context, workload []string) error {
 	}
 	s.ObserverCPUSeconds = (obsCPU1 - obsCPU0).Seconds()
 	if m, err := proc.ReadMemory(obsPID); err == nil {
-		s.ObserverPeakRSSMiB = mib(m.HWM)
+		s.ObserverPeakRSSMiB = proc.MiB(m.HWM)
 		rn.peak["graceguard observer"] = max(rn.peak["graceguard observer"], m.HWM)
 	}
 	api1, err := scrapeAPIServer(ctx, c.kube)
@@ -487,6 +449,68 @@ func (rn *runner) churn(ctx context.Context, workload []string) error {
 		rn.r.problem("shutdowns: %d Pods shut down (%d killed), the reports count %d (%d killed)", s.Shutdowns, s.Kills, s.Recorded, s.RecordedKills)
 	}
 	return nil
+}
+
+// disrupt restarts the Deployments of restart and deletes o.Deletions
+// Pods of the others.
+func (rn *runner) disrupt(ctx context.Context, restart []int) (restarted, deleted int, err error) {
+	o, c := rn.o, rn.c
+	now := time.Now()
+	var others []int
+	for g := range o.Deployments() {
+		ns, name := workloadNamespace(g/o.DeploymentsPerNamespace), deploymentName(g%o.DeploymentsPerNamespace)
+		if slices.Contains(restart, g) {
+			if err := c.restartDeployment(ctx, ns, name, now); err != nil {
+				return restarted, deleted, err
+			}
+			restarted++
+			continue
+		}
+		others = append(others, g)
+	}
+	// The deletions, spread over the other Deployments.
+	for i := 0; deleted < o.Deletions && len(others) > 0; i++ {
+		g := others[i%len(others)]
+		per := (o.Deletions + len(others) - 1) / len(others)
+		n, err := c.deletePods(ctx, workloadNamespace(g/o.DeploymentsPerNamespace), deploymentName(g%o.DeploymentsPerNamespace), min(per, o.Deletions-deleted))
+		deleted += n
+		if err != nil {
+			return restarted, deleted, err
+		}
+		if i >= len(others) && n == 0 {
+			break
+		}
+	}
+	return restarted, deleted, nil
+}
+
+// settle waits until every Deployment runs its template again and no Pod
+// is still shutting down; it returns the shutdowns seen since the watch's
+// reset.
+func (rn *runner) settle(ctx context.Context, workload []string) (int, error) {
+	o, c, w := rn.o, rn.c, rn.w
+	deadline := time.Now().Add(o.Timeout)
+	for {
+		done, err := c.rolledOut(ctx, o)
+		if err != nil {
+			return 0, err
+		}
+		n := w.snapshot()
+		if done && n.terminating == 0 && sumOver(n.running, workload) >= o.DeploymentPods() {
+			return n.shutdowns, nil
+		}
+		if err := c.exited(); err != nil {
+			return 0, err
+		}
+		if time.Now().After(deadline) {
+			return n.shutdowns, fmt.Errorf("not rolled out within %s (%d Pods still terminating)", o.Timeout, n.terminating)
+		}
+		select {
+		case <-ctx.Done():
+			return n.shutdowns, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 // restartSet is the global indexes of the Deployments a churn restarts,
@@ -599,7 +623,7 @@ func (rn *runner) admission(ctx context.Context, api0, gg0 exposition) error {
 
 // cpuFigures records each process's CPU time over the run and peak RSS.
 func (rn *runner) cpuFigures() {
-	now := cpuTimes(rn.pids)
+	now := proc.CPUTimes(rn.pids)
 	names := make([]string, 0, len(rn.pids))
 	for n := range rn.pids {
 		names = append(names, n)
@@ -608,20 +632,10 @@ func (rn *runner) cpuFigures() {
 	for _, n := range names {
 		pc := ProcCPU{Name: n, CPUSeconds: (now[n] - rn.cpu0[n]).Seconds()}
 		if m, err := proc.ReadMemory(rn.pids[n]); err == nil {
-			pc.PeakRSSMiB = mib(max(m.HWM, rn.peak[n]))
+			pc.PeakRSSMiB = proc.MiB(max(m.HWM, rn.peak[n]))
 		}
 		rn.r.CPU = append(rn.r.CPU, pc)
 	}
-}
-
-func cpuTimes(pids map[string]int) map[string]time.Duration {
-	out := map[string]time.Duration{}
-	for name, pid := range pids {
-		if t, err := proc.CPUTime(pid); err == nil {
-			out[name] = t
-		}
-	}
-	return out
 }
 
 // memoryStep measures the webhook and the observer once the observer's
@@ -666,7 +680,7 @@ func (rn *runner) memoryStep(ctx context.Context, name string) error {
 			if err != nil {
 				return err
 			}
-			got := ProcMem{RSSMiB: mib(mem.RSS), HeapInuseMiB: m.sum("go_memstats_heap_inuse_bytes", nil) / (1 << 20)}
+			got := ProcMem{RSSMiB: proc.MiB(mem.RSS), HeapInuseMiB: m.sum("go_memstats_heap_inuse_bytes", nil) / (1 << 20)}
 			// The latest collection's figure.
 			x.dst.HeapLiveMiB = m.sum("go_memstats_next_gc_bytes", nil) / 2 / (1 << 20)
 			if i == 0 || got.HeapInuseMiB < x.dst.HeapInuseMiB {
@@ -681,20 +695,4 @@ func (rn *runner) memoryStep(ctx context.Context, name string) error {
 	rn.logf("memory, %s: %d opted-in namespaces, %d treated Pods; webhook RSS %.1f MiB, heap in use %.1f, live %.2f; observer RSS %.1f MiB, heap in use %.1f, live %.2f",
 		name, s.Namespaces, s.TreatedPods, s.Webhook.RSSMiB, s.Webhook.HeapInuseMiB, s.Webhook.HeapLiveMiB, s.Observer.RSSMiB, s.Observer.HeapInuseMiB, s.Observer.HeapLiveMiB)
 	return nil
-}
-
-func mib(b int64) float64 { return float64(b) / (1 << 20) }
-
-func machine() Machine {
-	return Machine{NProc: runtime.NumCPU(), CPUModel: proc.CPUModel(), MemoryGiB: float64(proc.MemTotal()) / (1 << 30),
-		Kernel: proc.Kernel(), GoVersion: goVersion()}
-}
-
-// goVersion is the toolchain that builds the binaries.
-func goVersion() string {
-	out, err := exec.Command("go", "env", "GOVERSION").Output()
-	if err != nil {
-		return runtime.Version()
-	}
-	return strings.TrimSpace(string(out))
 }

@@ -37,6 +37,9 @@ type podWatch struct {
 	// what their deletion showed.
 	shutdowns, kills, unfinished int
 	firstDelete, lastGone        time.Time
+	// gone is when each of those shutdowns' Pods went (the failover counts
+	// those gone while no observer led).
+	gone []time.Time
 }
 
 // podState is what the watch keeps of a Pod.
@@ -155,6 +158,7 @@ func (w *podWatch) delete(obj any) {
 		return
 	}
 	w.shutdowns++
+	w.gone = append(w.gone, w.lastGone)
 	exited := false
 	for _, cs := range p.Status.ContainerStatuses {
 		if cs.State.Terminated != nil {
@@ -193,6 +197,21 @@ func (w *podWatch) resetShutdowns() {
 	defer w.mu.Unlock()
 	w.shutdowns, w.kills, w.unfinished = 0, 0, 0
 	w.firstDelete, w.lastGone = time.Time{}, time.Time{}
+	w.gone = nil
+}
+
+// goneBetween counts the shutdowns since the reset whose Pods went in
+// [from, to).
+func (w *podWatch) goneBetween(from, to time.Time) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, t := range w.gone {
+		if !t.Before(from) && t.Before(to) {
+			n++
+		}
+	}
+	return n
 }
 
 // waitFor polls the snapshot until done says so, or the timeout; then

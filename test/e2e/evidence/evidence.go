@@ -93,6 +93,7 @@ type Run struct {
 	Native      *Native      `json:"istioNativeSidecar,omitempty"`
 	BrokenHook  *BrokenHook  `json:"brokenHook,omitempty"`
 	Queue       *Queue       `json:"queueConsumer,omitempty"`
+	Alerts      *Alerts      `json:"alerts,omitempty"`
 	Ingress     *Ingress     `json:"realIngress,omitempty"`
 }
 
@@ -418,7 +419,7 @@ type QueueDelivery struct {
 	Expired  At     `json:"expired"`
 }
 
-// Ingress is scenario 12 (seed test 10): the traffic of scenarios 1-3
+// Ingress is scenario 13 (seed test 10): the traffic of scenarios 1-3
 // through a real ingress controller, Traefik, run on the node as a host
 // process with its Kubernetes Ingress provider and a ServiceAccount of its
 // own, instead of the suite's stand-in router.
@@ -523,6 +524,48 @@ type SelfRollout struct {
 	// webhook name.
 	Metrics []WebhookMetrics `json:"apiserverMetricDeltas"`
 	Checks  Checks           `json:"checks"`
+}
+
+// Alerts is scenario 12: the chart's PrometheusRule loaded, unchanged,
+// into a real Prometheus that scrapes graceguard on the node from before
+// the install to the end of the suite, and what it said. Moments are
+// seconds after Prometheus started.
+type Alerts struct {
+	// Prometheus and KubeStateMetrics are the version lines of the
+	// binaries that ran.
+	Prometheus       string `json:"prometheus"`
+	KubeStateMetrics string `json:"kubeStateMetrics"`
+	ScrapeInterval   Secs   `json:"scrapeIntervalSeconds"`
+	// Rules are the alerts loaded ("name for 1m"), as Prometheus lists them.
+	Rules []string `json:"rules"`
+	// Targets are the scrape targets and their health at the check.
+	Targets []string `json:"targets"`
+	// Marks are the moments of the run the checks refer to.
+	Marks []AlertMark `json:"marks"`
+	// Episodes are every alert that was pending or firing during the run,
+	// from Prometheus' ALERTS series.
+	Episodes []AlertEpisode `json:"episodes"`
+	// Refused is what a Pod create (dry run) in an opted-in namespace got
+	// while no webhook replica was ready.
+	Refused string `json:"refusedWithoutReplica,omitempty"`
+	Checks  Checks `json:"checks"`
+}
+
+// AlertMark is a named moment of the run.
+type AlertMark struct {
+	Name string `json:"name"`
+	At   Secs   `json:"at"`
+}
+
+// AlertEpisode is one alert (name and labels) from its first evaluation as
+// pending to its resolution; Firing is nil when it never fired, Resolved
+// when it was still pending or firing at the end.
+type AlertEpisode struct {
+	Alert    string `json:"alert"`
+	Labels   string `json:"labels"`
+	Pending  At     `json:"pending"`
+	Firing   At     `json:"firing"`
+	Resolved At     `json:"resolved"`
 }
 
 // Tune is scenario 7: a budget shorter than the app's drain, observed by
@@ -896,7 +939,12 @@ func (r *Run) scenarios() []scenario {
 	add("native", "9. Istio native sidecar: its drain waits for the routing window", r.Native != nil, checksOfN(r.Native))
 	add("broken-hook", "10. A broken preStop hook: one fails, one hangs", r.BrokenHook != nil, checksOfB(r.BrokenHook))
 	add("queue", "11. A queue consumer deleted mid-batch", r.Queue != nil, checksOfQ(r.Queue))
-	add("ingress", "12. Through a real ingress: Traefik", r.Ingress != nil, checksOfI(r.Ingress))
+	// Runs from before this scenario existed have no alerts, and their
+	// pages no such row.
+	if r.Alerts != nil {
+		add("alerts", "12. The chart's alerts in a real Prometheus", true, r.Alerts.Checks)
+	}
+	add("ingress", "13. Through a real ingress: Traefik", r.Ingress != nil, checksOfI(r.Ingress))
 	return out
 }
 

@@ -169,6 +169,42 @@ func TestRendersTheTuneScenario(t *testing.T) {
 	}
 }
 
+// testdata/run-alerts.json is a real run of scenarios 7 and 12 (make e2e,
+// focused): the alerts a real Prometheus evaluated, when, and the checks.
+func TestRendersTheAlertsScenario(t *testing.T) {
+	r, err := Read(filepath.Join("testdata", "run-alerts.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Alerts == nil || len(r.Alerts.Episodes) == 0 || len(r.Alerts.Marks) == 0 {
+		t.Fatalf("the run has no scenario 12 with episodes and marks: %+v", r.Alerts)
+	}
+	md := Markdown(r, "e2e")
+	for _, want := range []string{
+		"| 12. The chart's alerts in a real Prometheus | " + yes(len(r.Alerts.Checks.Failed()) == 0) + " | ",
+		"## 12. The chart's alerts in a real Prometheus",
+		"prometheus, version 3.16.0",
+		"kube-state-metrics, version v2.19.1",
+		"GraceguardNoReadyWebhook for 1m0s",
+		"| 12. webhook Deployment scaled to 0 | ",
+		"| alert | labels | pending from | firing from | resolved at |",
+		"no endpoints available for service \"graceguard\"",
+		"| GraceguardNoReadyWebhook fires, after pending for its for: 1m | firing, >= 60 s after pending |",
+		"| round 1: GraceguardObservedKills fires for gg-e2e-tune; Prometheus counts the kills the report counts |",
+		"| GraceguardObservedKills | namespace=gg-e2e-tune | never | 64.40 s | still active at the end |",
+		"| GraceguardNoReadyWebhook | none | 184.40 s | 244.40 s | 259.40 s |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the Markdown lacks %q", want)
+		}
+	}
+	// A run from before scenario 12 existed has neither its section nor its row.
+	r.Alerts = nil
+	if md := Markdown(r, "e2e"); strings.Contains(md, "12. The chart's alerts") {
+		t.Errorf("a run without alerts renders scenario 12")
+	}
+}
+
 // testdata/run-broken-hook.json is a real run of scenario 10 (a broken
 // preStop hook): both arms, the kubelet's events and what the observer
 // reported render.
@@ -300,10 +336,10 @@ func TestRendersTheIngressScenario(t *testing.T) {
 	r.Ingress.Checks.Add("withdrawal: measured over repeated deletions", ">= 10 deletions", true, "%d deletions", 12)
 	md := Markdown(r, ".")
 	for _, want := range []string{
-		"| 12. Through a real ingress: Traefik | passed | Traefik v3.6.12; withdrawal over 2 deletions: min 0.000 s, median 0.000 s, p90 1.234 s, max 1.234 s; " +
+		"| 13. Through a real ingress: Traefik | passed | Traefik v3.6.12; withdrawal over 2 deletions: min 0.000 s, median 0.000 s, p90 1.234 s, max 1.234 s; " +
 			"rollout: A: graceguard, routing-profile traefik: 0 of 900 failed; B: no graceguard: 10 of 800 failed; " +
 			"held request, A: graceguard: 200 completed at 9.50 s; held request, B: no graceguard, grace 3: 502 at 4.90 s |",
-		"## 12. Through a real ingress: Traefik (seed test 10)",
+		"## 13. Through a real ingress: Traefik (seed test 10)",
 		"| 1 | `withdraw-1` | 40 | 1.234 s | 0 |",
 		"| 2 | `withdraw-2` | 0 | 0.000 s | 0 |",
 		"max **1.234 s**; 0 of 2000 requests failed during the measurement.",
@@ -319,7 +355,7 @@ func TestRendersTheIngressScenario(t *testing.T) {
 	}
 }
 
-// testdata/run-ingress.json is a real run of scenario 12 (make e2e,
+// testdata/run-ingress.json is a real run of scenario 13 (make e2e,
 // focused on it, with the traefik profile at 4s): the withdrawal rounds,
 // both rollout arms and both held requests render.
 func TestRendersARealRunOfTheIngressScenario(t *testing.T) {
@@ -329,11 +365,11 @@ func TestRendersARealRunOfTheIngressScenario(t *testing.T) {
 	}
 	in := r.Ingress
 	if in == nil || in.Withdrawal == nil || len(in.Withdrawal.Rounds) != 12 || in.Rollout == nil || len(in.Rollout.Arms) != 2 || len(in.Held) != 2 {
-		t.Fatalf("the run has no scenario 12 with 12 withdrawal rounds, two rollout arms and two held requests: %+v", in)
+		t.Fatalf("the run has no scenario 13 with 12 withdrawal rounds, two rollout arms and two held requests: %+v", in)
 	}
 	md := Markdown(r, "e2e")
 	for _, want := range []string{
-		"| 12. Through a real ingress: Traefik | passed | Traefik v3.6.12; withdrawal over 12 deletions: min 0.192 s, median 0.927 s, p90 1.695 s, max 1.966 s; " +
+		"| 13. Through a real ingress: Traefik | passed | Traefik v3.6.12; withdrawal over 12 deletions: min 0.192 s, median 0.927 s, p90 1.695 s, max 1.966 s; " +
 			"rollout: A: graceguard, routing-profile traefik: 0 of 763 failed; B: no graceguard: 71 of 703 failed; " +
 			"held request, A: graceguard, routing-profile traefik: 200 completed at 9.95 s; held request, B: no graceguard, grace 3: 502 at 4.30 s |",
 		"| 6 | `withdraw-949d45548-xhcmw` | 60 | 1.966 s | 0 |",

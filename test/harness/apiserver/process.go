@@ -67,6 +67,19 @@ func (p *Process) Exited() error {
 	}
 }
 
+// Signal sends sig to the running process without waiting: a test that
+// stops a replica the way a kubelet or a node crash would (SIGTERM,
+// SIGKILL) and watches what follows.
+func (p *Process) Signal(sig os.Signal) error {
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("signalling %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+// Done is closed when the process has exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
 // Stop sends SIGTERM and waits for the process to exit; SIGKILL after 15s.
 // A nil or exited Process is stopped already.
 func (p *Process) Stop() error {

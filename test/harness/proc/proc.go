@@ -10,6 +10,8 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -183,4 +185,59 @@ func Children(names ...string) map[string]int {
 		}
 	}
 	return out
+}
+
+// Host is the machine a lab run measured on, as its results record it
+// (docs/benchmarks.json and docs/scale.json embed it).
+type Host struct {
+	NProc     int     `json:"nproc"`
+	CPUModel  string  `json:"cpuModel"`
+	MemoryGiB float64 `json:"memoryGiB"`
+	Kernel    string  `json:"kernel"`
+	GoVersion string  `json:"goVersion"`
+}
+
+// ThisHost describes this machine, and the Go toolchain that builds the
+// binaries a run measures.
+func ThisHost() Host {
+	return Host{NProc: runtime.NumCPU(), CPUModel: CPUModel(), MemoryGiB: float64(MemTotal()) / (1 << 30),
+		Kernel: Kernel(), GoVersion: goVersion()}
+}
+
+// goVersion is the toolchain `go build` uses here (the go command's, not
+// this program's).
+func goVersion() string {
+	out, err := exec.Command("go", "env", "GOVERSION").Output()
+	if err != nil {
+		return runtime.Version()
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// CPUTimes reads the CPU time of each named process (missing ones are
+// left out).
+func CPUTimes(pids map[string]int) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for name, pid := range pids {
+		if t, err := CPUTime(pid); err == nil {
+			out[name] = t
+		}
+	}
+	return out
+}
+
+// MiB is b bytes in MiB.
+func MiB(b int64) float64 { return float64(b) / (1 << 20) }
+
+// Rows are the host's rows of a lab page's machine table (label, value).
+func (h Host) Rows() [][2]string {
+	return [][2]string{{"CPUs (`nproc`)", fmt.Sprint(h.NProc)}, {"CPU model", h.CPUModel},
+		{"memory", fmt.Sprintf("%.1f GiB", h.MemoryGiB)}, {"kernel", h.Kernel}, {"Go", h.GoVersion}}
+}
+
+// LoadRows are the machine table's rows of the load averages at a run's
+// start and end.
+func LoadRows(start, end [3]float64) [][2]string {
+	return [][2]string{{"load average at start (1, 5, 15 min)", fmt.Sprintf("%.2f, %.2f, %.2f", start[0], start[1], start[2])},
+		{"load average at end", fmt.Sprintf("%.2f, %.2f, %.2f", end[0], end[1], end[2])}}
 }

@@ -51,6 +51,7 @@ func run(args []string) int {
 	fs.IntVar(&o.Clients, "clients", o.Clients, "concurrent clients creating the bare Pods (and the nodes, namespaces and Deployments)")
 	fs.Float64Var(&o.RestartFraction, "restart-fraction", o.RestartFraction, "fraction of the Deployments the churn restarts")
 	fs.IntVar(&o.Deletions, "deletions", o.Deletions, "Pods of the other Deployments the churn deletes")
+	fs.BoolVar(&o.Failover, "failover", o.Failover, "repeat the churn twice with the observer's leader stopped 5s in (SIGTERM, then SIGKILL) and a standby taking over")
 	fs.IntVar(&o.DrainSeconds, "drain-seconds", o.DrainSeconds, "how long an app drains after SIGTERM")
 	fs.IntVar(&o.SlowDeployments, "slow-deployments", o.SlowDeployments, "Deployments per namespace that drain -slow-drain-seconds instead (past the grace: killed)")
 	fs.IntVar(&o.SlowDrainSeconds, "slow-drain-seconds", o.SlowDrainSeconds, "their drain")
