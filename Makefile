@@ -144,6 +144,10 @@ cert-manager-assets: ## Build or reuse cert-manager's controller and cainjector,
 envtest-assets: ## Build or reuse kube-apiserver and etcd for envtest (bin/k8s/<version>/).
 	@hack/envtest-assets.sh
 
+.PHONY: traefik
+traefik: ## Build or reuse Traefik, e2e scenario 13's ingress controller, from the Go module proxy (bin/traefik-<version>; make e2e does it too).
+	@hack/traefik.sh
+
 ##@ Chart
 
 .PHONY: chart-docs
@@ -169,7 +173,7 @@ cluster-status: ## Show the local cluster's processes and whether the node is Re
 	$(GO) -C hack run ./cluster status
 
 .PHONY: e2e
-e2e: ## End-to-end on the real node: cluster up, Helm install, seed lab, rollouts under load, the chart's alerts in a real Prometheus, teardown even on failure (root; ~10 min warm, ~30 min cold, plus make e2e-tools once). E2E_ARGS=-focus ... -keep
+e2e: ## End-to-end on the real node: cluster up, Helm install, seed lab, rollouts under load (through Traefik too), the chart's alerts in a real Prometheus, teardown even on failure (root; ~10 min warm, ~30 min cold, plus make e2e-tools once). E2E_ARGS=-focus ... -keep
 	hack/e2e.sh $(E2E_ARGS)
 
 # What make e2e runs beside the node (hack/e2e.sh): the Prometheus server of

@@ -13,6 +13,8 @@
 # the PATH (Debian: busybox-static) or $GG_E2E_BUSYBOX.
 # Beside the node run a real Prometheus and kube-state-metrics (make e2e-tools
 # builds them once into bin/): the suite loads the chart's alerts into it.
+# Scenario 13's ingress is a real Traefik built from the Go module proxy
+# (hack/traefik.sh, once into bin/traefik-<version>), named in GG_E2E_TRAEFIK.
 # Linux, root. Flags go to the runner: -focus REGEXP, -keep, -docs pass|always|never, -timeout 60m.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,5 +23,7 @@ make --no-print-directory image-oci
 export GG_E2E_IMAGE="${PWD}/dist/image/image.json"
 make --no-print-directory e2e-tools
 eval "$(make --no-print-directory -s e2e-tools-env)"
+GG_E2E_TRAEFIK="${GG_E2E_TRAEFIK:-$(hack/traefik.sh)}"
+export GG_E2E_TRAEFIK
 go -C test build -o ../bin/e2e-runner ./e2e/cmd/e2e
 exec bin/e2e-runner "$@"

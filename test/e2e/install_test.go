@@ -275,6 +275,11 @@ var _ = Describe("graceguard on a real node", Ordered, ContinueOnFailure, func()
 		requireInstalled()
 		alertsInPrometheus(ctx)
 	}, NodeTimeout(10*time.Minute))
+
+	It("13. through a real ingress (Traefik): its withdrawal delay measured; none lost with graceguard's traefik profile, lost without", func(ctx SpecContext) {
+		requireInstalled()
+		realIngress(ctx)
+	}, NodeTimeout(15*time.Minute))
 })
 
 // certMountTimes reads, from each webhook replica's log, when its rotator

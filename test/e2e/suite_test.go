@@ -69,6 +69,11 @@ const (
 	// Scenario 11: the queue server and its consumers (arm B opts its Pod
 	// out).
 	nsQueue = "gg-e2e-queue"
+	// Scenario 13: Traefik's ServiceAccount, and the Pods behind it with
+	// graceguard (a) and without (b).
+	nsIngress  = "gg-e2e-ingress"
+	nsIngressA = "gg-e2e-ingress-a"
+	nsIngressB = "gg-e2e-ingress-b"
 
 	optInLabel = "graceguard.io/inject"
 )
@@ -77,7 +82,8 @@ var testNamespaces = []struct {
 	name    string
 	optedIn bool
 }{{nsLab, true}, {nsControl, false}, {nsRollA, true}, {nsRollB, false}, {nsHookA, true}, {nsHookB, false}, {nsChurn, true}, {nsMesh, true}, {nsTune, true}, {nsNative, true},
-	{nsHostile, true}, {nsHostileOut, false}, {nsSteady, true}, {nsBroken, true}, {nsQueue, true}}
+	{nsHostile, true}, {nsHostileOut, false}, {nsSteady, true}, {nsBroken, true}, {nsQueue, true},
+	{nsIngress, false}, {nsIngressA, true}, {nsIngressB, false}}
 
 var (
 	cl       *cluster.Cluster

@@ -15,6 +15,7 @@ istio-ambient: {routingDelay: 15s, graceFloor: 0s}
 envoy-gateway: {routingDelay: 10s, graceFloor: 0s}
 istio-gateway: {routingDelay: 15s, graceFloor: 0s}
 contour: {routingDelay: 5s, graceFloor: 0s}
+traefik: {routingDelay: 4s, graceFloor: 0s}
 {{- end -}}
 
 {{/*

@@ -94,6 +94,7 @@ type Run struct {
 	BrokenHook  *BrokenHook  `json:"brokenHook,omitempty"`
 	Queue       *Queue       `json:"queueConsumer,omitempty"`
 	Alerts      *Alerts      `json:"alerts,omitempty"`
+	Ingress     *Ingress     `json:"realIngress,omitempty"`
 }
 
 // Env is what the run ran on.
@@ -416,6 +417,91 @@ type QueueDelivery struct {
 	Done     At     `json:"done"`
 	Acked    At     `json:"acked"`
 	Expired  At     `json:"expired"`
+}
+
+// Ingress is scenario 13 (seed test 10): the traffic of scenarios 1-3
+// through a real ingress controller, Traefik, run on the node as a host
+// process with its Kubernetes Ingress provider and a ServiceAccount of its
+// own, instead of the suite's stand-in router.
+type Ingress struct {
+	// Traefik is `traefik version`'s version; Binary how it was built.
+	Traefik string `json:"traefik"`
+	Binary  string `json:"binary"`
+	// Provider is how Traefik reads the cluster; Entrypoint where clients
+	// send their requests; Throttle its providersThrottleDuration.
+	Provider   string `json:"provider"`
+	Entrypoint string `json:"entrypoint"`
+	Throttle   Secs   `json:"providersThrottleSeconds"`
+	// Withdrawal is the measurement of Traefik's withdrawal delay; Rollout
+	// and Held the rollout and held-request scenarios through it.
+	Withdrawal *Withdrawal    `json:"withdrawal,omitempty"`
+	Rollout    *Rollout       `json:"rollout,omitempty"`
+	Held       []*HeldRequest `json:"heldRequests,omitempty"`
+	Checks     Checks         `json:"checks"`
+}
+
+// Withdrawal is Traefik's withdrawal delay measured over repeated Pod
+// deletions: the time from each delete call to the last request Traefik
+// routed to that Pod (as the Pod's own answer names it).
+type Withdrawal struct {
+	Namespace string `json:"namespace"`
+	Workload  string `json:"workload"`
+	Replicas  int    `json:"replicas"`
+	// Rate requests/s go through Traefik during the measurement; each Pod
+	// gets about Rate/Replicas of them (the measurement's resolution).
+	Rate    int    `json:"requestsPerSecond"`
+	PreStop string `json:"preStop"`
+	Budget  string `json:"budget,omitempty"`
+	// Quiet is how long a deleted Pod must go without a request before the
+	// round ends.
+	Quiet  Secs              `json:"quietSeconds"`
+	Rounds []WithdrawalRound `json:"rounds"`
+	// Min, Median, P90 and Max are over the rounds' LastRouted.
+	Min    Secs `json:"min"`
+	Median Secs `json:"median"`
+	P90    Secs `json:"p90"`
+	Max    Secs `json:"max"`
+	// Sent and Failed count every request of the measurement.
+	Sent   int `json:"sent"`
+	Failed int `json:"failed"`
+	// Profile is the built-in routing profile that carries the measurement:
+	// its routing delay and the margin it adds to the measured maximum.
+	Profile        string `json:"profile"`
+	ProfileRouting Secs   `json:"profileRoutingSeconds"`
+	ProfileMargin  Secs   `json:"profileMarginSeconds"`
+}
+
+// WithdrawalRound is one deletion: the Pod, the requests Traefik still
+// routed to it after the delete call and when the last one was sent.
+type WithdrawalRound struct {
+	Pod        string `json:"pod"`
+	Routed     int    `json:"routedAfterDelete"`
+	LastRouted At     `json:"lastRouted"`
+	Failed     int    `json:"failed"`
+}
+
+// HeldRequest is one long request sent through Traefik to a lone Pod, the
+// Pod deleted while the app works on it; moments are seconds after the
+// delete call.
+type HeldRequest struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	OptedIn   bool   `json:"optedIn"`
+	Pod       string `json:"pod"`
+	Budget    string `json:"budget,omitempty"`
+	Grace     int64  `json:"terminationGracePeriodSeconds"`
+	PreStop   string `json:"preStop"`
+	Request   Secs   `json:"requestSeconds"`
+	// Client is what the client got through Traefik, and when.
+	Client     string `json:"client"`
+	ClientDone At     `json:"clientDone"`
+	// Late is a short request sent through Traefik once the app logged
+	// SIGTERM.
+	Late             string `json:"lateRequest,omitempty"`
+	LateAt           At     `json:"lateRequestAt"`
+	SIGTERM          At     `json:"sigterm"`
+	ShutdownComplete At     `json:"shutdownComplete"`
+	ExitCode         *int32 `json:"exitCode,omitempty"`
 }
 
 // SelfRollout is scenario 5: graceguard restarted while Pods are created.
@@ -858,6 +944,7 @@ func (r *Run) scenarios() []scenario {
 	if r.Alerts != nil {
 		add("alerts", "12. The chart's alerts in a real Prometheus", true, r.Alerts.Checks)
 	}
+	add("ingress", "13. Through a real ingress: Traefik", r.Ingress != nil, checksOfI(r.Ingress))
 	return out
 }
 
@@ -880,6 +967,12 @@ func checksOfB(b *BrokenHook) Checks {
 		return nil
 	}
 	return b.Checks
+}
+func checksOfI(i *Ingress) Checks {
+	if i == nil {
+		return nil
+	}
+	return i.Checks
 }
 func checksOfQ(q *Queue) Checks {
 	if q == nil {

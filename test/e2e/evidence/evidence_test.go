@@ -311,3 +311,76 @@ func TestRendersARealRunOfTheQueueScenario(t *testing.T) {
 		}
 	}
 }
+
+func TestRendersTheIngressScenario(t *testing.T) {
+	at := func(s float64) At { v := Secs(s); return &v }
+	code := func(c int32) *int32 { return &c }
+	r := &Run{Schema: Schema, Ingress: &Ingress{Traefik: "v3.6.12", Binary: "github.com/traefik/traefik/v3@v3.6.12 built by hack/traefik.sh with go1.26.8",
+		Provider: "kubernetesIngress on namespaces a and b", Entrypoint: "127.0.0.1:40123", Throttle: 2,
+		Withdrawal: &Withdrawal{Namespace: "gg-e2e-ingress-a", Workload: "withdraw", Replicas: 3, Rate: 90, PreStop: "sleep 10s", Quiet: 3,
+			Rounds: []WithdrawalRound{{Pod: "withdraw-1", Routed: 40, LastRouted: at(1.234)}, {Pod: "withdraw-2", Routed: 0, LastRouted: at(0)}},
+			Min:    0, Median: 0, P90: 1.234, Max: 1.234, Sent: 2000, Profile: "traefik", ProfileRouting: 3, ProfileMargin: 1},
+		Rollout: &Rollout{Rate: 50, Work: 0.1, ClientTimeout: 5, Replicas: 3, Strategy: "RollingUpdate maxSurge=1 maxUnavailable=0", Arms: []*Arm{
+			{Name: "A: graceguard, routing-profile traefik", Namespace: "gg-e2e-ingress-a", OptedIn: true, PreStop: "sleep 3s", Grace: 10, Sent: 900, Succeeded: 900},
+			{Name: "B: no graceguard", Namespace: "gg-e2e-ingress-b", PreStop: "none", Grace: 30, Sent: 800, Succeeded: 790, Failed: 10, Rejected: 4,
+				ByKind: map[string]int{"rejected_503": 4, "http_502": 6}, PerEndpoint: []EndpointFailures{{Endpoint: "traefik", Failed: 6, First: 2.5, Last: 3}}},
+		}},
+		Held: []*HeldRequest{
+			{Name: "A: graceguard", Namespace: "gg-e2e-ingress-a", OptedIn: true, Pod: "held", Budget: "routing=3s work=10s cleanup=2s margin=3s grace=18s", Grace: 18,
+				PreStop: "sleep 3s", Request: 10, Client: `200 {"completed":true,"id":2,"pod":"held"}`, ClientDone: at(9.5), SIGTERM: at(3.6),
+				Late: `503 {"pod":"held","reason":"draining"}`, LateAt: at(3.7), ShutdownComplete: at(9.6), ExitCode: code(0)},
+			{Name: "B: no graceguard, grace 3", Namespace: "gg-e2e-ingress-b", Pod: "held", Grace: 3, PreStop: "none", Request: 10,
+				Client: "502 Bad Gateway", ClientDone: at(4.9), SIGTERM: at(1.6), ExitCode: code(137)},
+		},
+	}}
+	r.Ingress.Checks.Add("withdrawal: measured over repeated deletions", ">= 10 deletions", true, "%d deletions", 12)
+	md := Markdown(r, ".")
+	for _, want := range []string{
+		"| 13. Through a real ingress: Traefik | passed | Traefik v3.6.12; withdrawal over 2 deletions: min 0.000 s, median 0.000 s, p90 1.234 s, max 1.234 s; " +
+			"rollout: A: graceguard, routing-profile traefik: 0 of 900 failed; B: no graceguard: 10 of 800 failed; " +
+			"held request, A: graceguard: 200 completed at 9.50 s; held request, B: no graceguard, grace 3: 502 at 4.90 s |",
+		"## 13. Through a real ingress: Traefik (seed test 10)",
+		"| 1 | `withdraw-1` | 40 | 1.234 s | 0 |",
+		"| 2 | `withdraw-2` | 0 | 0.000 s | 0 |",
+		"max **1.234 s**; 0 of 2000 requests failed during the measurement.",
+		"routing profile ships **3.0 s**",
+		"| B: no graceguard | `gg-e2e-ingress-b` | preStop none, grace 30 | 800 | 790 | 10 | 4 | 0 | http_502 6, rejected_503 4 |",
+		"| traefik | 6 | 2.50 s | 3.00 s | 0.50 s |",
+		"| A: graceguard | `gg-e2e-ingress-a/held` | `routing=3s work=10s cleanup=2s margin=3s grace=18s` | 18 | sleep 3s | 10 s | 3.60 s | 9.50 s: 200 {\"completed\":true,\"id\":2,\"pod\":\"held\"} | 3.70 s: 503 {\"pod\":\"held\",\"reason\":\"draining\"} | 9.60 s | 0 |",
+		"| B: no graceguard, grace 3 | `gg-e2e-ingress-b/held` | `none` | 3 | none | 10 s | 1.60 s | 4.90 s: 502 Bad Gateway | not sent | not observed | 137 |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the ingress scenario renders without %q:\n%s", want, md)
+		}
+	}
+}
+
+// testdata/run-ingress.json is a real run of scenario 13 (make e2e,
+// focused on it, with the traefik profile at 4s): the withdrawal rounds,
+// both rollout arms and both held requests render.
+func TestRendersARealRunOfTheIngressScenario(t *testing.T) {
+	r, err := Read(filepath.Join("testdata", "run-ingress.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := r.Ingress
+	if in == nil || in.Withdrawal == nil || len(in.Withdrawal.Rounds) != 12 || in.Rollout == nil || len(in.Rollout.Arms) != 2 || len(in.Held) != 2 {
+		t.Fatalf("the run has no scenario 13 with 12 withdrawal rounds, two rollout arms and two held requests: %+v", in)
+	}
+	md := Markdown(r, "e2e")
+	for _, want := range []string{
+		"| 13. Through a real ingress: Traefik | passed | Traefik v3.6.12; withdrawal over 12 deletions: min 0.192 s, median 0.927 s, p90 1.695 s, max 1.966 s; " +
+			"rollout: A: graceguard, routing-profile traefik: 0 of 763 failed; B: no graceguard: 71 of 703 failed; " +
+			"held request, A: graceguard, routing-profile traefik: 200 completed at 9.95 s; held request, B: no graceguard, grace 3: 502 at 4.30 s |",
+		"| 6 | `withdraw-949d45548-xhcmw` | 60 | 1.966 s | 0 |",
+		"max **1.966 s**; 0 of 4454 requests failed during the measurement.",
+		"routing profile ships **4.0 s**",
+		"| A: graceguard, routing-profile traefik | `gg-e2e-ingress-a` | preStop sleep 4s, grace 30; `routing=4s work=2s cleanup=2s margin=3s grace=30s` | 763 | 763 | 0 |",
+		"| B: no graceguard | `gg-e2e-ingress-b` | preStop none, grace 30 | 703 | 632 | 71 | 2 | 48 | http_502 21, rejected_503 2, timeout 48 |",
+		"| B: no graceguard, grace 3 | `gg-e2e-ingress-b/held` | `none` | 3 | none | 10 s | 1.26 s | 4.30 s: 502 Bad Gateway |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the Markdown lacks %q", want)
+		}
+	}
+}

@@ -106,6 +106,8 @@ func newPageTemplate() *template.Template {
 var pageFuncs = template.FuncMap{
 	"yes": yes, "secs": secs, "at": at, "cell": cell, "orNone": OrNone, "join": strings.Join, "onOff": onOff,
 	"kinds":     kinds,
+	"inc":       func(i int) int { return i + 1 },
+	"answer":    answer,
 	"trimExec":  func(s string) string { return strings.TrimPrefix(s, "exec ") },
 	"ms":        func(s Secs) string { return fmt.Sprintf("%.0f", 1000*float64(s)) },
 	"window":    func(e EndpointFailures) float64 { return float64(e.Last - e.First) },
@@ -158,6 +160,24 @@ func render(name string, p page) string {
 		panic(fmt.Sprintf("%s: %v", MDName, err))
 	}
 	return b.String()
+}
+
+// answer shortens what a client got (the e2e suite's result strings:
+// "200 {...}", "502 Bad Gateway", "error (eof): ...") to its status or
+// error class, and "completed" when the app's answer says so.
+func answer(s string) string {
+	if rest, ok := strings.CutPrefix(s, "error ("); ok {
+		class, _, _ := strings.Cut(rest, ")")
+		return "error (" + class + ")"
+	}
+	code, _, _ := strings.Cut(s, " ")
+	if code == "" {
+		return "none"
+	}
+	if strings.Contains(s, `"completed":true`) {
+		return code + " completed"
+	}
+	return code
 }
 
 func cpuTime(s Secs) string {
