@@ -27,7 +27,7 @@ import (
 // graceguard's own rollout keeps one available); it fires once the
 // webhook Deployment is scaled to 0 with its Fail webhooks registered, and
 // resolves when the replicas are back. GraceguardObservedKills must have
-// fired for the namespaces whose ShutdownReports count kills (scenario 7's,
+// fired for the namespaces where the observer recorded kills (scenario 7's,
 // and scenario 10's hook that hangs past the grace in a full run) and for
 // no other.
 func alertsInPrometheus(ctx context.Context) {
@@ -174,11 +174,20 @@ func alertsInPrometheus(ctx context.Context) {
 			got[ns] = e
 		}
 	}
-	// Where the observer recorded kills: its ShutdownReports, cluster-wide
-	// (scenario 7's rollouts, and scenario 10's hook that hangs past the
-	// grace).
+	// Where the observer recorded kills: scenario 7's rounds (its report
+	// went with its Deployment), and the ShutdownReports still here that
+	// count kills (scenario 10's hook that hangs past the grace).
 	var wantNS []string
 	var round1 evidence.At
+	evMu.Lock()
+	if t := ev.Tune; t != nil {
+		for _, r := range t.Rounds {
+			if r.Kills > 0 && !slices.Contains(wantNS, t.Namespace) {
+				wantNS = append(wantNS, t.Namespace)
+			}
+		}
+	}
+	evMu.Unlock()
 	dyn := must(dynamic.NewForConfig(cl.RESTConfig))
 	reports := must(dyn.Resource(reportsGVR).List(ctx, metav1.ListOptions{}))
 	for _, u := range reports.Items {
@@ -202,7 +211,7 @@ func alertsInPrometheus(ctx context.Context) {
 		gotNS = append(gotNS, ns)
 	}
 	sort.Strings(gotNS)
-	ck.Add("GraceguardObservedKills fired for the namespaces whose ShutdownReports count kills, and for no other",
+	ck.Add("GraceguardObservedKills fired for the namespaces where the observer recorded kills, and for no other",
 		evidence.OrNone(strings.Join(wantNS, ", ")), slices.Equal(gotNS, wantNS), "%s", evidence.OrNone(strings.Join(gotNS, ", ")))
 	if e, ok := got[nsTune]; ok && round1 != nil {
 		ck.Add("it first fired for "+nsTune+" after scenario 7's first rollout began (silent before)", fmt.Sprintf("after %.0f s", float64(*round1)),
