@@ -23,12 +23,10 @@ func (rn *runner) failovers(ctx context.Context) error {
 		name := fmt.Sprintf("observer failover (%s)", signalName(sig))
 		err := rn.phase(name, func() (int, error) {
 			f, err := rn.failover(ctx, i+1, sig)
-			if f != nil {
-				rn.r.Failovers = append(rn.r.Failovers, *f)
-			}
 			if f == nil {
 				return 0, err
 			}
+			rn.r.Failovers = append(rn.r.Failovers, *f)
 			return f.Shutdowns, err
 		})
 		if err != nil {
