@@ -9,6 +9,8 @@
 //	go -C hack run ./cluster kubeconfig    # the admin kubeconfig path (exit 1 if none)
 //	go -C hack run ./cluster image -pkg ./test/images/hello -name registry.local/hello:dev [-import]
 //	go -C hack run ./cluster import ARCHIVE...   # into the running cluster (CRI namespace k8s.io)
+//	go -C hack run ./cluster add-node      # start the second node (gg-node2, tainted) and wait for Ready
+//	go -C hack run ./cluster remove-node   # stop it and remove what add-node made
 //	go -C hack run ./cluster down          # stop everything and clean the machine (idempotent)
 //
 // Flags common to all: -dir (default $GG_CLUSTER_DIR, else bin/cluster).
@@ -39,6 +41,9 @@ Commands:
               running), wait until node %s is Ready; print the kubeconfig path
   down        stop every process and remove every mount, cgroup, veth, the
               bridge, iptables rules and state it made (logs are kept)
+  add-node    start the second node %s in its own network namespace (tainted
+              %s:NoSchedule) and wait until it is Ready
+  remove-node stop the second node and remove what add-node made
   status      show the processes and whether the node is Ready
   kubeconfig  print the admin kubeconfig path
   image       build a Go main package into an OCI image archive (-import: and
@@ -56,7 +61,7 @@ func main() {
 	log.SetFlags(log.Ltime | log.Lmicroseconds)
 	log.SetPrefix("cluster: ")
 	if len(os.Args) < 2 {
-		fmt.Fprintf(os.Stderr, usage, cluster.NodeName)
+		fmt.Fprintf(os.Stderr, usage, cluster.NodeName, cluster.Node2Name, cluster.Node2TaintKey)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -97,6 +102,19 @@ func run(ctx context.Context, command string, args []string, stdout io.Writer) e
 			return err
 		}
 		return cluster.Down(ctx, opts)
+
+	case "add-node", "remove-node":
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		c, err := cluster.Attach(ctx, opts)
+		if err != nil {
+			return err
+		}
+		if command == "remove-node" {
+			return c.RemoveNode(ctx)
+		}
+		return c.AddNode(ctx)
 
 	case "status":
 		if err := fs.Parse(args); err != nil {
@@ -200,9 +218,9 @@ func run(ctx context.Context, command string, args []string, stdout io.Writer) e
 		return nil
 
 	case "-h", "--help", "help":
-		fmt.Fprintf(os.Stderr, usage, cluster.NodeName)
+		fmt.Fprintf(os.Stderr, usage, cluster.NodeName, cluster.Node2Name, cluster.Node2TaintKey)
 		return nil
 	}
-	fmt.Fprintf(os.Stderr, usage, cluster.NodeName)
+	fmt.Fprintf(os.Stderr, usage, cluster.NodeName, cluster.Node2Name, cluster.Node2TaintKey)
 	return fmt.Errorf("unknown command %q", command)
 }

@@ -280,6 +280,11 @@ var _ = Describe("graceguard on a real node", Ordered, ContinueOnFailure, func()
 		requireInstalled()
 		realIngress(ctx)
 	}, NodeTimeout(15*time.Minute))
+
+	It("14. a node drain under load with a PodDisruptionBudget: the budget holds the ready floor in both arms; none lost with graceguard, lost without", func(ctx SpecContext) {
+		requireInstalled()
+		nodeDrain(ctx)
+	}, NodeTimeout(12*time.Minute))
 })
 
 // certMountTimes reads, from each webhook replica's log, when its rotator

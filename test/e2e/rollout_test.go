@@ -72,7 +72,10 @@ func rollout(ctx context.Context) {
 	}
 	for _, a := range arms {
 		By("restarting " + a.arm.Name + " under load")
-		runArm(ctx, a.arm)
+		runArm(ctx, a.arm, func() {
+			restartTemplate(ctx, a.arm.Namespace, "web")
+			waitDeploymentDone(ctx, a.arm.Namespace, "web", 5*time.Minute)
+		})
 	}
 
 	A, B := ro.Arms[0], ro.Arms[1]
@@ -90,7 +93,11 @@ func rollout(ctx context.Context) {
 	Expect(ro.Checks.Failed()).To(BeEmpty())
 }
 
-func runArm(ctx context.Context, arm *evidence.Arm) {
+// runArm sends load through the router to the arm's Deployment "web",
+// disrupts it (a rollout restart, a node drain) and, once the router follows
+// the new Pods, tells what the clients saw. disrupt returns when every old
+// Pod is replaced.
+func runArm(ctx context.Context, arm *evidence.Arm, disrupt func()) {
 	GinkgoHelper()
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -106,8 +113,7 @@ func runArm(ctx context.Context, arm *evidence.Arm) {
 	ld := startLoad(rctx, r, rolloutRate, rolloutWork, newClient(rolloutTimeout))
 	time.Sleep(baseline)
 	restart := time.Now()
-	restartTemplate(ctx, arm.Namespace, "web")
-	waitDeploymentDone(ctx, arm.Namespace, "web", 5*time.Minute)
+	disrupt()
 	arm.Rollout = evidence.S(time.Since(restart))
 	fresh := readyPods(ctx, arm.Namespace, "app=web")
 	newIPs := podIPs(fresh)

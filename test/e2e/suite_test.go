@@ -74,6 +74,10 @@ const (
 	nsIngress  = "gg-e2e-ingress"
 	nsIngressA = "gg-e2e-ingress-a"
 	nsIngressB = "gg-e2e-ingress-b"
+	// Scenario 14: the Deployments drained off the second node, with
+	// graceguard (a) and without (b).
+	nsDrainA = "gg-e2e-drain-a"
+	nsDrainB = "gg-e2e-drain-b"
 
 	optInLabel = "graceguard.io/inject"
 )
@@ -83,7 +87,7 @@ var testNamespaces = []struct {
 	optedIn bool
 }{{nsLab, true}, {nsControl, false}, {nsRollA, true}, {nsRollB, false}, {nsHookA, true}, {nsHookB, false}, {nsChurn, true}, {nsMesh, true}, {nsTune, true}, {nsNative, true},
 	{nsHostile, true}, {nsHostileOut, false}, {nsSteady, true}, {nsBroken, true}, {nsQueue, true},
-	{nsIngress, false}, {nsIngressA, true}, {nsIngressB, false}}
+	{nsIngress, false}, {nsIngressA, true}, {nsIngressB, false}, {nsDrainA, true}, {nsDrainB, false}}
 
 var (
 	cl       *cluster.Cluster

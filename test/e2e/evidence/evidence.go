@@ -95,6 +95,7 @@ type Run struct {
 	Queue       *Queue       `json:"queueConsumer,omitempty"`
 	Alerts      *Alerts      `json:"alerts,omitempty"`
 	Ingress     *Ingress     `json:"realIngress,omitempty"`
+	Drain       *Drain       `json:"nodeDrain,omitempty"`
 }
 
 // Env is what the run ran on.
@@ -502,6 +503,64 @@ type HeldRequest struct {
 	SIGTERM          At     `json:"sigterm"`
 	ShutdownComplete At     `json:"shutdownComplete"`
 	ExitCode         *int32 `json:"exitCode,omitempty"`
+}
+
+// Drain is scenario 14 (seed test 7): a node drain under load. A second
+// node joins; each arm's Deployment runs on it behind a
+// PodDisruptionBudget, and `kubectl drain` moves it to the first node while
+// the router sends it load, one arm after the other.
+type Drain struct {
+	// Node is drained; its Pods' replacements go To the other node. Taint
+	// keeps every other Pod off Node.
+	Node  string `json:"node"`
+	To    string `json:"to"`
+	Taint string `json:"taint"`
+	// NodeUp is how long the second node took to join Ready.
+	NodeUp   Secs   `json:"nodeUpSeconds"`
+	PDB      string `json:"podDisruptionBudget"`
+	Command  string `json:"command"`
+	Replicas int    `json:"replicas"`
+	// The load, as scenario 3's.
+	RouterLag     Secs        `json:"routerLagSeconds"`
+	Rate          int         `json:"requestsPerSecond"`
+	Work          Secs        `json:"workSeconds"`
+	ClientTimeout Secs        `json:"clientTimeoutSeconds"`
+	Arms          []*DrainArm `json:"arms"`
+	Checks        Checks      `json:"checks"`
+}
+
+// DrainArm is one Deployment drained off the node under load: what the
+// clients saw (Arm; its Rollout is the drain until every replacement is
+// available), where its Pods ran, and what the drain did.
+type DrainArm struct {
+	Arm
+	Before []PodNode `json:"podsBefore"`
+	After  []PodNode `json:"podsAfter"`
+	// DrainTime is kubectl drain's run; ExitCode its exit code.
+	DrainTime Secs `json:"drainSeconds"`
+	ExitCode  int  `json:"drainExitCode"`
+	// Evicted are the Pods kubectl reported evicted; Refused the evictions
+	// the PodDisruptionBudget refused (kubectl retries those).
+	Evicted []string `json:"evicted"`
+	Refused int      `json:"evictionsRefused"`
+	// Floor is the fewest ready endpoints an EndpointSlice informer saw from
+	// the drain's start until every replacement was available; Changes how
+	// many EndpointSlice events it counted meanwhile.
+	Floor   int         `json:"readyFloor"`
+	Changes int         `json:"endpointSliceChanges"`
+	Log     []DrainLine `json:"kubectlDrain"`
+}
+
+// PodNode is where a Pod ran.
+type PodNode struct {
+	Pod  string `json:"pod"`
+	Node string `json:"node"`
+}
+
+// DrainLine is one line kubectl drain printed, seconds after it started.
+type DrainLine struct {
+	At   Secs   `json:"at"`
+	Line string `json:"line"`
 }
 
 // SelfRollout is scenario 5: graceguard restarted while Pods are created.
@@ -945,6 +1004,7 @@ func (r *Run) scenarios() []scenario {
 		add("alerts", "12. The chart's alerts in a real Prometheus", true, r.Alerts.Checks)
 	}
 	add("ingress", "13. Through a real ingress: Traefik", r.Ingress != nil, checksOfI(r.Ingress))
+	add("drain", "14. A node drain under load, with a PodDisruptionBudget", r.Drain != nil, checksOfDr(r.Drain))
 	return out
 }
 
@@ -1028,4 +1088,11 @@ func checksOfS(s *SelfRollout) Checks {
 		return nil
 	}
 	return s.Checks
+}
+
+func checksOfDr(d *Drain) Checks {
+	if d == nil {
+		return nil
+	}
+	return d.Checks
 }

@@ -41,6 +41,9 @@ type Cluster struct {
 	opts Options
 	l    layout
 	bins binaries
+	// imported are the image archives imported so far, which AddNode
+	// imports into the second node too.
+	imported []string
 }
 
 // Up starts the cluster, or completes one that is partly running, and waits
@@ -107,7 +110,7 @@ func Up(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err := ensureServiceDNAT(ctx); err != nil {
 		return nil, fmt.Errorf("cluster: iptables: %w", err)
 	}
-	if err := ensureCgroupRoot(); err != nil {
+	if err := ensureCgroup(CgroupRoot); err != nil {
 		return nil, err
 	}
 
@@ -130,10 +133,10 @@ func Up(ctx context.Context, opts Options) (c *Cluster, err error) {
 			}
 		}
 	}
-	if err := c.waitNodeReady(ctx); err != nil {
+	if err := c.waitNodeReady(ctx, firstNode); err != nil {
 		return nil, err
 	}
-	if err := c.untaintNode(ctx); err != nil {
+	if err := c.untaintNode(ctx, NodeName); err != nil {
 		return nil, err
 	}
 	if err := c.waitDefaultServiceAccount(ctx); err != nil {
@@ -264,6 +267,11 @@ func (c *Cluster) readiness(name string) func(context.Context) error {
 			_, err := c.ctr(ctx, "version")
 			return err
 		}
+	case "containerd" + secondNode.suffix:
+		return func(ctx context.Context) error {
+			_, err := c.ctrAt(ctx, c.l.node2().containerdSock, "version")
+			return err
+		}
 	}
 	return nil // kubelet: waitNodeReady
 }
@@ -285,13 +293,14 @@ func httpOK(ctx context.Context, client *http.Client, url, want string) error {
 	return nil
 }
 
-func (c *Cluster) waitNodeReady(ctx context.Context) error {
-	r, _ := readRecord(c.l, "kubelet")
-	return c.poll(ctx, "node "+NodeName+" Ready", func(ctx context.Context) (bool, error) {
+func (c *Cluster) waitNodeReady(ctx context.Context, n nodeSpec) error {
+	name := "kubelet" + n.suffix
+	r, _ := readRecord(c.l, name)
+	return c.poll(ctx, "node "+n.name+" Ready", func(ctx context.Context) (bool, error) {
 		if !r.alive() {
-			return false, fmt.Errorf("cluster: kubelet (pid %d) exited; last lines of %s:\n%s", r.PID, c.l.logFile("kubelet"), logs.Tail(c.l.logFile("kubelet"), 25))
+			return false, fmt.Errorf("cluster: %s (pid %d) exited; last lines of %s:\n%s", name, r.PID, c.l.logFile(name), logs.Tail(c.l.logFile(name), 25))
 		}
-		node, err := c.Client.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+		node, err := c.Client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}
@@ -309,8 +318,8 @@ func (c *Cluster) waitNodeReady(ctx context.Context) error {
 // the Node is Ready, but it is disabled here (it would also evict Pods of a
 // node whose kubelet is merely restarting); without this, kube-scheduler
 // never places a Pod. Pods with spec.nodeName do not care.
-func (c *Cluster) untaintNode(ctx context.Context) error {
-	node, err := c.Client.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+func (c *Cluster) untaintNode(ctx context.Context, name string) error {
+	node, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("cluster: get node: %w", err)
 	}
@@ -327,7 +336,7 @@ func (c *Cluster) untaintNode(ctx context.Context) error {
 	if _, err := c.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("cluster: remove the %s taint: %w", corev1.TaintNodeNotReady, err)
 	}
-	c.opts.Logf("removed the %s taint (no node lifecycle controller runs)", corev1.TaintNodeNotReady)
+	c.opts.Logf("removed the %s taint of %s (no node lifecycle controller runs)", corev1.TaintNodeNotReady, name)
 	return nil
 }
 
@@ -348,21 +357,39 @@ func (c *Cluster) waitDefaultServiceAccount(ctx context.Context) error {
 
 // ctr runs the cluster's ctr against its containerd, in the CRI namespace.
 func (c *Cluster) ctr(ctx context.Context, args ...string) (string, error) {
-	full := append([]string{"--address", c.l.containerdSock, "--namespace", ContainerdNamespace}, args...)
+	return c.ctrAt(ctx, c.l.containerdSock, args...)
+}
+
+// ctrAt runs ctr against the containerd at socket (a node's).
+func (c *Cluster) ctrAt(ctx context.Context, socket string, args ...string) (string, error) {
+	full := append([]string{"--address", socket, "--namespace", ContainerdNamespace}, args...)
 	return runCmd(ctx, c.bins.containerd("ctr"), full...)
 }
 
 // ImportImage imports an OCI (or Docker) image archive into the CRI
-// namespace, so Pods can use it with imagePullPolicy: Never. The name comes
-// from the archive (io.containerd.image.name in index.json, see
-// test/harness/ocipack). Importing the same archive again is harmless.
+// namespace of every node, so Pods can use it with imagePullPolicy: Never.
+// The name comes from the archive (io.containerd.image.name in index.json,
+// see test/harness/ocipack). Importing the same archive again is harmless.
 func (c *Cluster) ImportImage(ctx context.Context, archive string) error {
+	if err := c.importInto(ctx, NodeName, c.l.containerdSock, archive); err != nil {
+		return err
+	}
+	if !slicesContains(c.imported, archive) {
+		c.imported = append(c.imported, archive)
+	}
+	if c.Node2Running() {
+		return c.importInto(ctx, Node2Name, c.l.node2().containerdSock, archive)
+	}
+	return nil
+}
+
+func (c *Cluster) importInto(ctx context.Context, node, socket, archive string) error {
 	start := time.Now()
-	out, err := c.ctr(ctx, "images", "import", archive)
+	out, err := c.ctrAt(ctx, socket, "images", "import", archive)
 	if err != nil {
 		return fmt.Errorf("cluster: import %s: %w", archive, err)
 	}
-	c.opts.Logf("imported %s in %s: %s", filepath.Base(archive), time.Since(start).Round(time.Millisecond), strings.Join(strings.Fields(logs.LastLines(out, 1)), " "))
+	c.opts.Logf("imported %s into %s in %s: %s", filepath.Base(archive), node, time.Since(start).Round(time.Millisecond), strings.Join(strings.Fields(logs.LastLines(out, 1)), " "))
 	return nil
 }
 
@@ -402,15 +429,17 @@ func down(ctx context.Context, o Options, l layout) error {
 		}
 	}
 
-	// 1. The kubelet first, so that nothing restarts containers.
+	// 1. The kubelets first, so that nothing restarts containers.
+	stopRecorded(l, "kubelet"+secondNode.suffix, 15*time.Second)
 	stopRecorded(l, "kubelet", 15*time.Second)
-	// 2. Every Pod process (containers and sandboxes).
+	// 2. Every Pod process (containers and sandboxes) of both nodes.
 	if machine {
-		if err := killCgroupProcesses(15 * time.Second); err != nil {
+		if err := killCgroupProcesses(CgroupRoot, 15*time.Second); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	// 3. containerd, then its shims (which outlive it by design).
+	// 3. The containerds, then their shims (which outlive them by design).
+	stopRecorded(l, "containerd"+secondNode.suffix, 15*time.Second)
 	stopRecorded(l, "containerd", 15*time.Second)
 	var sockets []string
 	for _, pid := range ownProcesses(l.dir) {
@@ -443,9 +472,10 @@ func down(ctx context.Context, o Options, l layout) error {
 	rec, haveRecord := readHostRecord(l)
 	if machine {
 		// 7. Network: veths, bridge, iptables; 8. cgroups; 9. sysctls and caches.
+		errs = append(errs, deleteNode2Network(ctx)...)
 		errs = append(errs, deleteBridge(ctx)...)
 		errs = append(errs, cleanupIptables(ctx, rec, haveRecord)...)
-		errs = append(errs, removeCgroups()...)
+		errs = append(errs, removeCgroupsUnder(CgroupRoot)...)
 		errs = append(errs, restoreSysctls(rec)...)
 		errs = append(errs, removeCNICache()...)
 		errs = append(errs, removeContainerLogLinks(l.dir)...)
@@ -520,7 +550,8 @@ func Status(ctx context.Context, opts Options) (*StatusReport, error) {
 	if _, err := os.Stat(l.kubeconfig); err == nil {
 		s.Kubeconfig = l.kubeconfig
 	}
-	names := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet"}
+	names := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet",
+		"containerd" + secondNode.suffix, "kubelet" + secondNode.suffix}
 	for _, n := range names {
 		r, ok := readRecord(l, n)
 		if !ok {
@@ -562,8 +593,14 @@ func Leftovers(dir string) []string {
 	if linkExists(Bridge) {
 		out = append(out, "bridge "+Bridge)
 	}
-	for _, d := range cgroupDirs() {
+	for _, d := range cgroupDirs(CgroupRoot) {
 		out = append(out, "cgroup "+d)
+	}
+	if _, err := os.Stat(netnsPath(Node2Netns)); err == nil {
+		out = append(out, "network namespace "+Node2Netns)
+	}
+	if linkExists(node2VethHost) {
+		out = append(out, "veth "+node2VethHost)
 	}
 	for key, chains := range listChains(context.Background()) {
 		for _, ch := range chains {

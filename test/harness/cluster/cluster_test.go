@@ -147,7 +147,7 @@ func TestConfigsKeepEverythingInTheRunDirectory(t *testing.T) {
 			}
 		}
 	}
-	if err := json.Unmarshal([]byte(cniConfig(l)), &cni); err != nil {
+	if err := json.Unmarshal([]byte(cniConfig(l, firstNode)), &cni); err != nil {
 		t.Fatal(err)
 	}
 	p := cni.Plugins[0]
@@ -156,7 +156,7 @@ func TestConfigsKeepEverythingInTheRunDirectory(t *testing.T) {
 		t.Errorf("CNI config = %+v", cni)
 	}
 
-	kubelet := kubeletConfig(l)
+	kubelet := kubeletConfig(l, firstNode)
 	for _, want := range []string{`cgroupRoot: "/graceguard"`, "failCgroupV1: false", "failSwapOn: false",
 		`podLogsDir: "/srv/gg/run/state/pod-logs"`, "imageGCHighThresholdPercent: 100", `memory.available: "1%"`} {
 		if !strings.Contains(kubelet, want) {
@@ -256,5 +256,71 @@ func TestMergeEnvOverrides(t *testing.T) {
 	got := mergeEnv([]string{"PATH=/usr/bin", "HOME=/root"}, []string{"PATH=/c:/usr/bin"})
 	if strings.Join(got, " ") != "HOME=/root PATH=/c:/usr/bin" {
 		t.Errorf("mergeEnv = %v", got)
+	}
+}
+
+func TestSecondNodeHasItsOwnStateNetworkAndTaint(t *testing.T) {
+	l := layoutFor("/srv/gg/run")
+	l2 := l.node2()
+	b := binaries{k8sDir: "/k/1.37.2", containerdDir: "/c", runc: "/usr/sbin/runc", cniBinDir: "/usr/lib/cni"}
+	for name, pair := range map[string][2]string{
+		"containerd root": {l.containerdRoot, l2.containerdRoot}, "containerd socket": {l.containerdSock, l2.containerdSock},
+		"runc root": {l.runcRoot, l2.runcRoot}, "kubelet root": {l.kubeletRoot, l2.kubeletRoot},
+		"Pod logs": {l.podLogs, l2.podLogs}, "CNI config": {l.cniConfDir, l2.cniConfDir}, "CNI data": {l.cniDataDir, l2.cniDataDir},
+	} {
+		if pair[0] == pair[1] || !strings.HasPrefix(pair[1], "/srv/gg/run/") || strings.HasPrefix(pair[1], pair[0]+"/") {
+			t.Errorf("%s: the second node's %q must be its own, inside the run directory and apart from %q", name, pair[1], pair[0])
+		}
+	}
+	kubelet := kubeletConfig(l2, secondNode)
+	for _, want := range []string{`cgroupRoot: "/graceguard/node2"`, `address: "10.244.1.1"`,
+		`tlsCertFile: "/srv/gg/run/pki/kubelet-node2.crt"`, "registerWithTaints:\n- key: \"graceguard.io/second-node\"\n  effect: NoSchedule\n"} {
+		if !strings.Contains(kubelet, want) {
+			t.Errorf("the second kubelet.yaml lacks %q:\n%s", want, kubelet)
+		}
+	}
+	if strings.Contains(kubeletConfig(l, firstNode), "registerWithTaints") {
+		t.Error("the first node must register without a taint")
+	}
+	var cni struct {
+		Plugins []struct {
+			Bridge string
+			IPAM   struct{ Ranges [][]map[string]string }
+		}
+	}
+	if err := json.Unmarshal([]byte(cniConfig(l2, secondNode)), &cni); err != nil {
+		t.Fatal(err)
+	}
+	if p := cni.Plugins[0]; p.Bridge != Node2Bridge || p.IPAM.Ranges[0][0]["subnet"] != Node2PodCIDR || p.IPAM.Ranges[0][0]["gateway"] != Node2IP {
+		t.Errorf("second node CNI config = %+v", cni)
+	}
+	comps := nodeComponents(l2, b, secondNode)
+	if len(comps) != 2 {
+		t.Fatalf("%d components", len(comps))
+	}
+	for _, c := range comps {
+		if filepath.Base(c.bin) != "nsenter" || c.args[0] != "--net=/run/netns/"+Node2Netns || c.args[1] != "--" {
+			t.Errorf("%s must start in the node's network namespace only: %s %v", c.name, c.bin, c.args)
+		}
+		if !strings.HasSuffix(c.name, "-node2") {
+			t.Errorf("component %s would share the first node's pid record", c.name)
+		}
+	}
+
+	_, route, _ := net.ParseCIDR(PodRoute)
+	_, pods1, _ := net.ParseCIDR(PodCIDR)
+	_, pods2, _ := net.ParseCIDR(Node2PodCIDR)
+	_, svcs, _ := net.ParseCIDR(ServiceCIDR)
+	_, link, _ := net.ParseCIDR(node2LinkHost + "/30")
+	if !route.Contains(pods2.IP) || !route.Contains(link.IP) {
+		t.Errorf("Pods route only %s: it must hold the second node's Pod range %s and link %s", PodRoute, pods2, link)
+	}
+	for _, other := range []*net.IPNet{pods1, svcs, link} {
+		if other.Contains(pods2.IP) || pods2.Contains(other.IP) {
+			t.Errorf("the second node's Pod range %s overlaps %s", pods2, other)
+		}
+	}
+	if !pods2.Contains(net.ParseIP(Node2IP)) || !link.Contains(net.ParseIP(node2LinkPeer)) {
+		t.Errorf("node IP %s or link peer %s is off its network", Node2IP, node2LinkPeer)
 	}
 }

@@ -199,8 +199,17 @@ func ensureServiceDNAT(ctx context.Context) error {
 		"-j", "DNAT", "--to-destination", NodeIP+":"+strconv.Itoa(APIServerPort)); err != nil {
 		return err
 	}
-	if _, err := ipt("-C", "PREROUTING", "-i", Bridge, "-j", IptablesChain); err != nil {
-		if _, err := ipt("-I", "PREROUTING", "-i", Bridge, "-j", IptablesChain); err != nil {
+	return ensurePreroutingJump(ctx, Bridge)
+}
+
+// ensurePreroutingJump sends packets arriving on dev (a node's bridge or
+// link) through the cluster's chain.
+func ensurePreroutingJump(ctx context.Context, dev string) error {
+	ipt := func(args ...string) (string, error) {
+		return runCmd(ctx, "iptables", append([]string{"-w", "5", "-t", "nat"}, args...)...)
+	}
+	if _, err := ipt("-C", "PREROUTING", "-i", dev, "-j", IptablesChain); err != nil {
+		if _, err := ipt("-I", "PREROUTING", "-i", dev, "-j", IptablesChain); err != nil {
 			return err
 		}
 	}
@@ -423,38 +432,12 @@ func cgroupMounts() []string {
 	return out
 }
 
-// ensureCgroupRoot creates CgroupRoot in every hierarchy: the kubelet
-// refuses a cgroupRoot that does not exist. A new v1 cpuset cgroup starts
-// with no CPUs or memory nodes, so those are copied from the parent.
-func ensureCgroupRoot() error {
-	for _, mp := range cgroupMounts() {
-		dir := filepath.Join(mp, CgroupRoot)
-		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("cluster: create cgroup %s: %w", dir, err)
-		}
-		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
-			cur, err := os.ReadFile(filepath.Join(dir, f))
-			if err != nil || strings.TrimSpace(string(cur)) != "" {
-				continue
-			}
-			parent, err := os.ReadFile(filepath.Join(mp, f))
-			if err != nil {
-				continue
-			}
-			if err := os.WriteFile(filepath.Join(dir, f), parent, 0o644); err != nil {
-				return fmt.Errorf("cluster: %s/%s: %w", dir, f, err)
-			}
-		}
-	}
-	return nil
-}
-
-// cgroupDirs lists CgroupRoot and its descendants in every hierarchy,
-// children before parents.
-func cgroupDirs() []string {
+// cgroupDirs lists cgroup root (CgroupRoot, or the second node's below it)
+// and its descendants in every hierarchy, children before parents.
+func cgroupDirs(cgroup string) []string {
 	var out []string
 	for _, mp := range cgroupMounts() {
-		root := filepath.Join(mp, CgroupRoot)
+		root := filepath.Join(mp, cgroup)
 		var dirs []string
 		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
@@ -469,11 +452,11 @@ func cgroupDirs() []string {
 	return out
 }
 
-// cgroupPIDs lists the processes in CgroupRoot's subtree.
-func cgroupPIDs() []int {
+// cgroupPIDs lists the processes in a cgroup's subtree.
+func cgroupPIDs(cgroup string) []int {
 	seen := map[int]bool{}
 	var out []int
-	for _, d := range cgroupDirs() {
+	for _, d := range cgroupDirs(cgroup) {
 		b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
 		if err != nil {
 			continue
@@ -489,17 +472,17 @@ func cgroupPIDs() []int {
 	return out
 }
 
-// killCgroupProcesses SIGKILLs every process of every Pod until none is
-// left (they may fork meanwhile).
-func killCgroupProcesses(timeout time.Duration) error {
+// killCgroupProcesses SIGKILLs every process of every Pod below cgroup
+// until none is left (they may fork meanwhile).
+func killCgroupProcesses(cgroup string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		pids := cgroupPIDs()
+		pids := cgroupPIDs(cgroup)
 		if len(pids) == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("processes still in cgroup %s after SIGKILL: %v", CgroupRoot, pids)
+			return fmt.Errorf("processes still in cgroup %s after SIGKILL: %v", cgroup, pids)
 		}
 		for _, pid := range pids {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -508,9 +491,9 @@ func killCgroupProcesses(timeout time.Duration) error {
 	}
 }
 
-func removeCgroups() []error {
+func removeCgroupsUnder(cgroup string) []error {
 	var errs []error
-	for _, d := range cgroupDirs() {
+	for _, d := range cgroupDirs(cgroup) {
 		var err error
 		for i := 0; i < 50; i++ {
 			if err = unix.Rmdir(d); err == nil || errors.Is(err, unix.ENOENT) {

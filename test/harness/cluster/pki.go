@@ -42,6 +42,9 @@ func certSpecs() []certSpec {
 		{name: "scheduler", ca: "ca", cn: "system:kube-scheduler", client: true},
 		{name: "kubelet-client", ca: "ca", cn: "system:node:" + NodeName, orgs: []string{"system:nodes"}, client: true},
 		{name: "kubelet", ca: "ca", cn: NodeName, server: true, dns: []string{NodeName}, ips: []string{NodeIP}},
+		// The second node (node2.go).
+		{name: "kubelet-node2-client", ca: "ca", cn: "system:node:" + Node2Name, orgs: []string{"system:nodes"}, client: true},
+		{name: "kubelet-node2", ca: "ca", cn: Node2Name, server: true, dns: []string{Node2Name}, ips: []string{Node2IP}},
 	}
 }
 
