@@ -384,3 +384,35 @@ func TestRendersARealRunOfTheIngressScenario(t *testing.T) {
 		}
 	}
 }
+
+func TestRendersTheDrainScenario(t *testing.T) {
+	r := &Run{Schema: Schema, Drain: &Drain{Node: "gg-node2", To: "gg-node", Taint: "graceguard.io/second-node:NoSchedule", NodeUp: 2.5,
+		PDB: "maxUnavailable: 1", Command: "kubectl drain gg-node2 --ignore-daemonsets", Replicas: 3, RouterLag: 2, Rate: 50, Work: 0.1, ClientTimeout: 5,
+		Arms: []*DrainArm{
+			{Arm: Arm{Name: "A: graceguard", Namespace: "gg-e2e-drain-a", OptedIn: true, PreStop: "sleep 5s", Grace: 30, Budget: "routing=5s work=2s cleanup=2s margin=3s grace=30s",
+				Sent: 1500, Succeeded: 1500, Rollout: 31.5},
+				Before: []PodNode{{Pod: "web-1", Node: "gg-node2"}}, After: []PodNode{{Pod: "web-4", Node: "gg-node"}},
+				DrainTime: 28.25, Evicted: []string{"gg-e2e-drain-a/web-1"}, Refused: 4, Floor: 2, Changes: 17,
+				Log: []DrainLine{{At: 0.1, Line: "node/gg-node2 cordoned"}, {At: 5.2, Line: "pod/web-1 evicted"}}},
+			{Arm: Arm{Name: "B: no graceguard", Namespace: "gg-e2e-drain-b", PreStop: "none", Grace: 30, Sent: 900, Succeeded: 880, Failed: 20,
+				ByKind: map[string]int{"connection_refused": 20}, Rollout: 22},
+				DrainTime: 20, ExitCode: 1, Refused: 3, Floor: 2},
+		}}}
+	r.Drain.Checks.Add("arm A (graceguard): no failed request through the drain", "0 failed", true, "0 failed of 1500")
+	md := Markdown(r, ".")
+	for _, want := range []string{
+		"| 14. A node drain under load, with a PodDisruptionBudget | passed | A: graceguard: 0 of 1500 failed, ready floor 2 of 3, 4 evictions refused by the budget; " +
+			"B: no graceguard: 20 of 900 failed, ready floor 2 of 3, 3 evictions refused by the budget |",
+		"A second node, `gg-node2`, joins for this scenario (Ready in 2.5 s)",
+		"PodDisruptionBudget `maxUnavailable: 1`. Then `kubectl drain gg-node2 --ignore-daemonsets`",
+		"| A: graceguard | preStop sleep 5s, grace 30; `routing=5s work=2s cleanup=2s margin=3s grace=30s` | 1500 | 1500 | 0 | none | 4 | 2 of 3 | 28.2 s, exit 0 | 31.5 s |",
+		"| B: no graceguard | preStop none, grace 30 | 900 | 880 | 20 | connection_refused 20 | 3 | 2 of 3 | 20.0 s, exit 1 | 22.0 s |",
+		"  5.20  pod/web-1 evicted\n",
+		"Before: `web-1` on `gg-node2`. After: `web-4` on `gg-node`.",
+		"A node-pressure eviction by the kubelet does\nnot: it kills with a grace of 1 s",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the drain scenario renders without %q:\n%s", want, md)
+		}
+	}
+}
