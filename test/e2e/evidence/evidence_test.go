@@ -416,3 +416,30 @@ func TestRendersTheDrainScenario(t *testing.T) {
 		}
 	}
 }
+
+// testdata/run-drain.json is a real run of scenario 14 (make e2e, focused
+// on it): both arms drained off the second node render with their kubectl
+// output.
+func TestRendersARealRunOfTheDrainScenario(t *testing.T) {
+	r, err := Read(filepath.Join("testdata", "run-drain.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := r.Drain
+	if d == nil || len(d.Arms) != 2 || len(d.Arms[0].Log) == 0 || len(d.Arms[1].After) != 3 {
+		t.Fatalf("the run has no scenario 14 with two drained arms: %+v", d)
+	}
+	md := Markdown(r, "e2e")
+	for _, want := range []string{
+		"| 14. A node drain under load, with a PodDisruptionBudget | passed | A: graceguard: 0 of 1195 failed, ready floor 2 of 3, 3 evictions refused by the budget; " +
+			"B: no graceguard: 101 of 1090 failed, ready floor 2 of 3, 3 evictions refused by the budget |",
+		"| A: graceguard | preStop sleep 5s, grace 30; `routing=5s work=2s cleanup=2s margin=3s grace=30s` | 1195 | 1195 | 0 | none | 3 | 2 of 3 | 17.9 s, exit 0 | 17.9 s |",
+		"| B: no graceguard | preStop none, grace 30 | 1090 | 989 | 101 | connection_refused 17, host_unreachable 7, rejected_503 3, timeout 74 | 3 | 2 of 3 | 12.8 s, exit 0 | 13.8 s |",
+		" 17.89  node/gg-node2 drained\n",
+		"| A: graceguard: the PodDisruptionBudget refused evictions, and kubectl retried them | > 0 refused | 3 refused | passed |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the Markdown lacks %q", want)
+		}
+	}
+}
