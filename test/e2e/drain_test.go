@@ -15,13 +15,9 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/graceguard/graceguard/test/e2e/evidence"
 	"github.com/graceguard/graceguard/test/harness/cluster"
@@ -194,11 +190,11 @@ func kubectlLines(ctx context.Context, timeout time.Duration, args ...string) ([
 	return lines, code
 }
 
-// readyFloor follows a Service's EndpointSlices without lag and keeps the
-// fewest ready endpoints seen once armed.
+// readyFloor keeps the fewest ready endpoints of a Service seen once armed
+// (followReady: no lag).
 type readyFloor struct {
 	mu      sync.Mutex
-	lister  func() int
+	current func() []string
 	armed   bool
 	floor   int
 	changes int
@@ -206,54 +202,22 @@ type readyFloor struct {
 
 func watchReadyFloor(ctx context.Context, ns, service string) *readyFloor {
 	GinkgoHelper()
-	fl := &readyFloor{floor: -1}
-	f := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(ns),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = discoveryv1.LabelServiceName + "=" + service }))
-	inf := f.Discovery().V1().EndpointSlices()
-	lister := inf.Lister()
-	fl.lister = func() int {
-		list, err := lister.List(labels.Everything())
-		if err != nil {
-			return -1
-		}
-		ready := map[string]bool{}
-		for _, s := range list {
-			for _, ep := range s.Endpoints {
-				if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
-					for _, a := range ep.Addresses {
-						ready[a] = true
-					}
-				}
-			}
-		}
-		return len(ready)
-	}
-	observe := func() {
-		n := fl.lister()
+	fl := &readyFloor{}
+	fl.current = followReady(ctx, ns, service, func(ips []string) {
 		fl.mu.Lock()
 		defer fl.mu.Unlock()
-		if !fl.armed || n < 0 {
+		if !fl.armed {
 			return
 		}
 		fl.changes++
-		if fl.floor < 0 || n < fl.floor {
-			fl.floor = n
-		}
-	}
-	_, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { observe() },
-		UpdateFunc: func(any, any) { observe() },
-		DeleteFunc: func(any) { observe() },
+		fl.floor = min(fl.floor, len(ips))
 	})
-	Expect(err).NotTo(HaveOccurred())
-	f.Start(ctx.Done())
-	f.WaitForCacheSync(ctx.Done())
 	return fl
 }
 
 // arm starts the count at the current number of ready endpoints.
 func (fl *readyFloor) arm() {
-	n := fl.lister()
+	n := len(fl.current())
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
 	fl.armed, fl.floor = true, n

@@ -37,14 +37,30 @@ type router struct {
 func startRouter(ctx context.Context, ns, service string, lag time.Duration) *router {
 	GinkgoHelper()
 	r := &router{lag: lag}
+	followReady(ctx, ns, service, func(ips []string) {
+		r.mu.Lock()
+		r.seq++
+		seq := r.seq
+		r.mu.Unlock()
+		time.AfterFunc(r.lag, func() { r.apply(seq, ips) })
+	})
+	return r
+}
+
+// followReady follows a Service's EndpointSlices with an informer and calls
+// changed with the ready endpoint addresses (sorted, once each) on every
+// event, without lag. It returns once the informer has synced, and a
+// function that lists the ready addresses now.
+func followReady(ctx context.Context, ns, service string, changed func(ips []string)) (current func() []string) {
+	GinkgoHelper()
 	f := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(ns),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = discoveryv1.LabelServiceName + "=" + service }))
 	inf := f.Discovery().V1().EndpointSlices()
 	lister := inf.Lister()
-	changed := func() {
+	current = func() []string {
 		list, err := lister.List(labels.Everything())
 		if err != nil {
-			return
+			return nil
 		}
 		var ips []string
 		for _, s := range list {
@@ -56,22 +72,18 @@ func startRouter(ctx context.Context, ns, service string, lag time.Duration) *ro
 			}
 		}
 		slices.Sort(ips)
-		ips = slices.Compact(ips)
-		r.mu.Lock()
-		r.seq++
-		seq := r.seq
-		r.mu.Unlock()
-		time.AfterFunc(r.lag, func() { r.apply(seq, ips) })
+		return slices.Compact(ips)
 	}
+	onEvent := func() { changed(current()) }
 	_, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { changed() },
-		UpdateFunc: func(any, any) { changed() },
-		DeleteFunc: func(any) { changed() },
+		AddFunc:    func(any) { onEvent() },
+		UpdateFunc: func(any, any) { onEvent() },
+		DeleteFunc: func(any) { onEvent() },
 	})
 	Expect(err).NotTo(HaveOccurred())
 	f.Start(ctx.Done())
 	f.WaitForCacheSync(ctx.Done())
-	return r
+	return current
 }
 
 // apply installs a change unless a later one is already in place (timers
