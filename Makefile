@@ -173,7 +173,7 @@ cluster-status: ## Show the local cluster's processes and whether the node is Re
 	$(GO) -C hack run ./cluster status
 
 .PHONY: e2e
-e2e: ## End-to-end on the real node: cluster up, Helm install, seed lab, rollouts under load (through Traefik too), the chart's alerts in a real Prometheus, teardown even on failure (root; ~10 min warm, ~30 min cold, plus make e2e-tools once). E2E_ARGS=-focus ... -keep
+e2e: ## End-to-end on the real node: cluster up, Helm install, seed lab, rollouts under load (through Traefik too), a node drain, the chart's alerts in a real Prometheus, teardown even on failure (root; ~15 min warm, ~30 min cold, plus make e2e-tools once). E2E_ARGS=-focus ... -keep
 	hack/e2e.sh $(E2E_ARGS)
 
 # What make e2e runs beside the node (hack/e2e.sh): the Prometheus server of
