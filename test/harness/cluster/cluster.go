@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -374,7 +375,7 @@ func (c *Cluster) ImportImage(ctx context.Context, archive string) error {
 	if err := c.importInto(ctx, NodeName, c.l.containerdSock, archive); err != nil {
 		return err
 	}
-	if !slicesContains(c.imported, archive) {
+	if !slices.Contains(c.imported, archive) {
 		c.imported = append(c.imported, archive)
 	}
 	if c.Node2Running() {

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -138,7 +139,7 @@ func (c *Cluster) AddNode(ctx context.Context) error {
 				return err
 			}
 			for _, archive := range append([]string{pause}, c.imported...) {
-				if archive == pause && slicesContains(c.imported, pause) {
+				if archive == pause && slices.Contains(c.imported, pause) {
 					continue
 				}
 				if err := c.importInto(ctx, n.name, l.containerdSock, archive); err != nil {
@@ -201,7 +202,7 @@ func (c *Cluster) RemoveNode(ctx context.Context) error {
 func stopShims(address string) {
 	for _, pid := range ownProcesses(filepath.Dir(address)) {
 		args := cmdlineOf(pid)
-		if len(args) == 0 || !strings.Contains(filepath.Base(args[0]), "containerd-shim") || !slicesContains(args, address) {
+		if len(args) == 0 || !strings.Contains(filepath.Base(args[0]), "containerd-shim") || !slices.Contains(args, address) {
 			continue
 		}
 		sockets := shimSocketsOf(args)
@@ -210,15 +211,6 @@ func stopShims(address string) {
 			_ = os.Remove(s)
 		}
 	}
-}
-
-func slicesContains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // ensureNode2Network creates the second node's network namespace, the veth
