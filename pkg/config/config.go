@@ -86,6 +86,8 @@ func ObserverFlags(c *observer.Config) flags.Flags {
 			Usage: "graceguard's own namespace, for the leader election Lease; its Pods are never observed (default $POD_NAMESPACE)"},
 		{Name: flags.FlushInterval.Name, Value: flags.FlushInterval.Value(&c.FlushInterval),
 			Usage: "gather a workload's samples this long before writing its ShutdownReport (one write per workload and interval)"},
+		{Name: flags.FlushWritesPerSecond.Name, Value: flags.Int(&c.FlushWritesPerSecond),
+			Usage: "ShutdownReport writes a second, every workload's together, at most; past it a workload's next write waits and carries more samples"},
 		flags.MinSamplesFlag(&c.MinSamples),
 		{Name: flags.MetricsNamespaceLabel, Value: flags.Bool(&c.NamespaceLabel), NoOptDefVal: "true",
 			Usage: "label the observed-shutdown metrics with the namespace (one series per namespace with treated Pods)"},

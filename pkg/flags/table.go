@@ -105,7 +105,10 @@ const (
 	MetricsNamespaceLabel = "metrics-namespace-label"
 )
 
-var FlushInterval = DurationRange{Name: "flush-interval", Min: 10 * time.Millisecond, Max: 10 * time.Minute, GoSyntax: true}
+var (
+	FlushInterval        = DurationRange{Name: "flush-interval", Min: 10 * time.Millisecond, Max: 10 * time.Minute, GoSyntax: true}
+	FlushWritesPerSecond = IntRange{Name: "flush-writes-per-second", Min: 1, Max: 1000}
+)
 
 // The observer's policy reports, validated by observer.Config; the
 // bounds of a report (pkg/policyreport.Bounds): one of ReportsMaxResults

@@ -39,6 +39,11 @@ type Config struct {
 	// before its report is written: one write per workload and interval,
 	// however many of its Pods go away.
 	FlushInterval time.Duration
+	// FlushWritesPerSecond bounds the ShutdownReport writes, every
+	// workload's together: past it, a workload's flush waits its turn
+	// and its next write carries more samples. The writes at shutdown
+	// (what is pending when the leader stops) are not held back.
+	FlushWritesPerSecond int
 	// MinSamples is how many samples a recommendation needs without kills.
 	MinSamples int
 	// NamespaceLabel adds a namespace label to the observed-shutdown
@@ -54,6 +59,7 @@ func Default() Config {
 		LeaderElection:         true,
 		Namespace:              os.Getenv("POD_NAMESPACE"),
 		FlushInterval:          10 * time.Second,
+		FlushWritesPerSecond:   20,
 		MinSamples:             shutdownreport.DefaultMinSamples,
 		Options:                mutate.DefaultOptions(),
 		Reports: Reports{Kind: ReportsOff, Interval: 5 * time.Minute, WritesPerSecond: 5,
@@ -108,7 +114,8 @@ func (c Config) Validate() error {
 		errs = append(errs, flags.Invalid(flags.Namespace, "",
 			errors.New("required with --"+flags.LeaderElect+" (the Lease's namespace; default $POD_NAMESPACE)")))
 	}
-	errs = append(errs, flags.FlushInterval.Check(c.FlushInterval), flags.MinSamples.Check(int64(c.MinSamples)),
+	errs = append(errs, flags.FlushInterval.Check(c.FlushInterval), flags.FlushWritesPerSecond.Check(int64(c.FlushWritesPerSecond)),
+		flags.MinSamples.Check(int64(c.MinSamples)),
 		c.Options.Validate(), c.Reports.validate())
 	return errors.Join(errs...)
 }

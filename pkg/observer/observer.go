@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -69,6 +70,8 @@ type observer struct {
 	verdicts verdicts
 	// reports writes the policy reports; nil when they are off.
 	reports *reporter
+	// writes bounds the ShutdownReport writes (--flush-writes-per-second).
+	writes flowcontrol.RateLimiter
 
 	mu        sync.Mutex
 	deletions map[types.UID]Deletion
@@ -157,7 +160,9 @@ func (o *observer) Start(ctx context.Context) error {
 	}
 	o.mu.Unlock()
 	for _, k := range owners {
-		if err := o.flush(drain, k); err != nil {
+		// Not held back by --flush-writes-per-second: the drain has
+		// 10 s, and what is not written now is lost.
+		if err := o.flush(drain, k, false); err != nil {
 			o.log.Error(err, "writing samples at shutdown", "owner", k.Kind+"/"+k.Name, "namespace", k.Namespace)
 		}
 	}
@@ -174,7 +179,7 @@ func (o *observer) next(ctx context.Context) bool {
 	if t.verify {
 		_, err = o.verdict(ctx, t.owner)
 	} else {
-		err = o.flush(ctx, t.owner)
+		err = o.flush(ctx, t.owner, true)
 	}
 	if err != nil {
 		o.log.Error(err, "writing a ShutdownReport; retrying", "owner", t.Kind+"/"+t.Name, "namespace", t.Namespace, "verifying", t.verify)
@@ -317,8 +322,11 @@ func (o *observer) forgetHooks(uid types.UID) {
 
 // flush turns an owner's deleted Pods into samples and writes them to its
 // workload's report, then records events on the workload. Samples count
-// in the metrics only once their owner is verified.
-func (o *observer) flush(ctx context.Context, k owner) error {
+// in the metrics only once their owner is verified. A limited flush waits
+// for its turn among the writes (--flush-writes-per-second) before it
+// takes the pending Pods, so that the write carries all that came in
+// while it waited.
+func (o *observer) flush(ctx context.Context, k owner, limited bool) error {
 	o.mu.Lock()
 	b := o.pending[k]
 	o.mu.Unlock()
@@ -328,6 +336,11 @@ func (o *observer) flush(ctx context.Context, k owner) error {
 	v, err := o.verdict(ctx, k)
 	if err != nil {
 		return err
+	}
+	if limited && v.skip == "" && o.writes != nil {
+		if err := o.writes.Wait(ctx); err != nil {
+			return err
+		}
 	}
 
 	o.mu.Lock()

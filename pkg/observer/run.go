@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -106,6 +107,7 @@ func Run(ctx context.Context, cfg Config, restCfg *rest.Config, reg prometheus.R
 		hooks:     map[types.UID][]HookFailure{},
 		pending:   map[owner]*batch{},
 		reports:   reports,
+		writes:    flowcontrol.NewTokenBucketRateLimiter(float32(cfg.FlushWritesPerSecond), 1),
 	}); err != nil {
 		return err
 	}

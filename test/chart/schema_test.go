@@ -41,6 +41,7 @@ func TestSchemaBoundsAreTheFlags(t *testing.T) {
 		{"/properties/config/properties/maxPendingConnections", ggflags.MaxPendingConnections.Name, n(ggflags.MaxPendingConnections.Min), n(ggflags.MaxPendingConnections.Max)},
 		{"/properties/config/properties/maxInflightReviewBytes", ggflags.MaxInflightReviewBytes, n(webhook.MaxReviewBytes), nil},
 		{"/properties/observer/properties/minSamples", ggflags.MinSamples.Name, n(ggflags.MinSamples.Min), n(ggflags.MinSamples.Max)},
+		{"/properties/observer/properties/flushWritesPerSecond", ggflags.FlushWritesPerSecond.Name, n(ggflags.FlushWritesPerSecond.Min), n(ggflags.FlushWritesPerSecond.Max)},
 		{"/properties/reports/properties/writesPerSecond", ggflags.ReportsWritesPerSecond.Name, n(ggflags.ReportsWritesPerSecond.Min), n(ggflags.ReportsWritesPerSecond.Max)},
 		{"/properties/reports/properties/maxResults", ggflags.ReportsMaxResults.Name, n(ggflags.ReportsMaxResults.Min), n(ggflags.ReportsMaxResults.Max)},
 		{"/properties/reports/properties/maxMessageLength", ggflags.ReportsMaxMessageLength.Name, n(ggflags.ReportsMaxMessageLength.Min), n(ggflags.ReportsMaxMessageLength.Max)},

@@ -88,14 +88,18 @@ func (k kubelet) shutdown(ctx context.Context, p *corev1.Pod, code int32, reason
 }
 
 // startObserver runs graceguard's observer against the API server, with a
-// registry of its own, until the spec's container ends.
-func startObserver(ctx context.Context) *prometheus.Registry {
+// registry of its own, until the spec's container ends; edit, when given,
+// changes its configuration first.
+func startObserver(ctx context.Context, edit ...func(*observer.Config)) *prometheus.Registry {
 	GinkgoHelper()
 	reg := prometheus.NewRegistry()
 	cfg := observer.Default()
 	cfg.MetricsBindAddress, cfg.HealthProbeBindAddress = "0", "127.0.0.1:0"
 	cfg.LeaderElection = false
 	cfg.FlushInterval = 300 * time.Millisecond
+	for _, e := range edit {
+		e(&cfg)
+	}
 	Expect(config.ObserverFlags(&cfg).Validate()).To(Succeed())
 	octx, cancel := context.WithCancel(logf.IntoContext(context.WithoutCancel(ctx), logr.Discard()))
 	done := make(chan error, 1)
