@@ -1,14 +1,9 @@
 package bench
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	_ "embed"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -19,11 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/yaml"
 
 	"github.com/graceguard/graceguard/internal/fixture"
 	"github.com/graceguard/graceguard/pkg/mutate"
+	"github.com/graceguard/graceguard/test/bench/policy"
 	"github.com/graceguard/graceguard/test/harness/chart"
 )
 
@@ -183,10 +177,8 @@ func onlyArm(w chart.Webhooks, prefix, url string, ca []byte, armName string) {
 
 // The native policies, each with its binding to its arm's namespace.
 var (
-	//go:embed policy/graceguard-in-cel.yaml
-	nativePolicyYAML []byte
-	//go:embed policy/graceguard-in-cel-one-mutation.yaml
-	oneMutationPolicyYAML []byte
+	nativePolicyYAML      = policy.TwoMutations
+	oneMutationPolicyYAML = policy.OneMutation
 )
 
 // installArms registers what each arm needs beside graceguard's own
@@ -273,7 +265,7 @@ func (c *cluster) installArms(ctx context.Context) error {
 	}
 
 	for _, doc := range [][]byte{nativePolicyYAML, oneMutationPolicyYAML} {
-		if err := c.installNativePolicy(ctx, doc); err != nil {
+		if err := policy.Install(ctx, c.kube, doc, nil); err != nil {
 			return err
 		}
 	}
@@ -294,66 +286,6 @@ func (c *cluster) installArms(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// installNativePolicy creates a MutatingAdmissionPolicy of test/bench/policy
-// and its binding.
-func (c *cluster) installNativePolicy(ctx context.Context, file []byte) error {
-	p, b, err := parsePolicy(file)
-	if err != nil {
-		return err
-	}
-	if _, err := c.kube.AdmissionregistrationV1().MutatingAdmissionPolicies().Create(ctx, p, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("creating the MutatingAdmissionPolicy %s (admissionregistration.k8s.io/v1, GA in 1.36): %w", p.Name, err)
-	}
-	if _, err := c.kube.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Create(ctx, b, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("creating the MutatingAdmissionPolicyBinding %s: %w", b.Name, err)
-	}
-	return nil
-}
-
-// parsePolicy reads a file of test/bench/policy: one MutatingAdmissionPolicy
-// and one binding.
-func parsePolicy(file []byte) (*admissionregv1.MutatingAdmissionPolicy, *admissionregv1.MutatingAdmissionPolicyBinding, error) {
-	var (
-		p *admissionregv1.MutatingAdmissionPolicy
-		b *admissionregv1.MutatingAdmissionPolicyBinding
-	)
-	rd := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(file)))
-	for {
-		doc, err := rd.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-		var meta struct {
-			Kind string `json:"kind"`
-		}
-		if err := yaml.Unmarshal(doc, &meta); err != nil {
-			return nil, nil, err
-		}
-		switch meta.Kind {
-		case "MutatingAdmissionPolicy":
-			p = &admissionregv1.MutatingAdmissionPolicy{}
-			if err := yaml.UnmarshalStrict(doc, p); err != nil {
-				return nil, nil, err
-			}
-		case "MutatingAdmissionPolicyBinding":
-			b = &admissionregv1.MutatingAdmissionPolicyBinding{}
-			if err := yaml.UnmarshalStrict(doc, b); err != nil {
-				return nil, nil, err
-			}
-		case "":
-		default:
-			return nil, nil, fmt.Errorf("test/bench/policy: unexpected kind %q; accepted: MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding", meta.Kind)
-		}
-	}
-	if p == nil || b == nil {
-		return nil, nil, fmt.Errorf("test/bench/policy: a file needs a MutatingAdmissionPolicy and a MutatingAdmissionPolicyBinding (policy found: %t, binding found: %t)", p != nil, b != nil)
-	}
-	return p, b, nil
 }
 
 // benchPod is the typical Pod as a client creates it in ns.

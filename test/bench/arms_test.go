@@ -11,17 +11,18 @@ import (
 
 	"github.com/graceguard/graceguard/internal/fixture"
 	"github.com/graceguard/graceguard/pkg/mutate"
+	"github.com/graceguard/graceguard/test/bench/policy"
 )
 
 // The one-mutation policy is the two-mutation policy without its second
 // mutation, bound to its own arm: the two policies' figures differ by the
 // probe mutation and nothing else.
 func TestTheOneMutationPolicyIsTheFirstMutationAlone(t *testing.T) {
-	two, twoBinding, err := parsePolicy(nativePolicyYAML)
+	two, twoBinding, err := policy.Parse(nativePolicyYAML)
 	if err != nil {
 		t.Fatalf("policy/graceguard-in-cel.yaml: %v", err)
 	}
-	one, oneBinding, err := parsePolicy(oneMutationPolicyYAML)
+	one, oneBinding, err := policy.Parse(oneMutationPolicyYAML)
 	if err != nil {
 		t.Fatalf("policy/graceguard-in-cel-one-mutation.yaml: %v", err)
 	}
@@ -70,10 +71,10 @@ func TestTheOneMutationPolicyIsTheFirstMutationAlone(t *testing.T) {
 // with what it holds and what is accepted.
 func TestPolicyFilesNeedAPolicyAndABinding(t *testing.T) {
 	policyOnly, _, _ := strings.Cut(string(oneMutationPolicyYAML), "\n---\n")
-	if _, _, err := parsePolicy([]byte(policyOnly)); err == nil || !strings.Contains(err.Error(), "binding found: false") {
+	if _, _, err := policy.Parse([]byte(policyOnly)); err == nil || !strings.Contains(err.Error(), "binding found: false") {
 		t.Errorf("a file without a binding: %v", err)
 	}
-	if _, _, err := parsePolicy([]byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n")); err == nil ||
+	if _, _, err := policy.Parse([]byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n")); err == nil ||
 		!strings.Contains(err.Error(), `"ConfigMap"`) || !strings.Contains(err.Error(), "accepted: MutatingAdmissionPolicy") {
 		t.Errorf("a ConfigMap: %v", err)
 	}

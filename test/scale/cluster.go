@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	nodefast "sigs.k8s.io/kwok/kustomize/stage/node/fast"
 	podfast "sigs.k8s.io/kwok/kustomize/stage/pod/fast"
 
@@ -137,10 +138,10 @@ type cluster struct {
 	rest *rest.Config
 	kube kubernetes.Interface
 	dyn  dynamic.Interface
-	// The processes started beside the API server, and the metrics URLs
-	// of graceguard's two.
+	// The processes started beside the API server, and the observer's
+	// metrics URL (the webhook replicas' are ReplicaMetrics).
 	observer, controllers, scheduler, kwok *apiserver.Process
-	webhookMetrics, observerMetrics        string
+	observerMetrics                        string
 	// How an observer replica starts: the binary and the chart's flags.
 	observerBin  string
 	observerArgs []string
@@ -182,10 +183,15 @@ func (c *cluster) leaseHolder(ctx context.Context) (string, error) {
 // webhook binary run with the chart's flags, then the controllers, the
 // scheduler, kwok and the observer.
 func startCluster(ctx context.Context, o Options, dir, webhookBin string, chartDefaults *ChartDefaults) (_ *cluster, err error) {
+	wd, err := chart.Deployment("graceguard", releaseNamespace, nil, "webhook")
+	if err != nil {
+		return nil, err
+	}
 	wc, err := chart.Container("graceguard", releaseNamespace, nil, "webhook")
 	if err != nil {
 		return nil, err
 	}
+	chartDefaults.WebhookReplicas = int(ptr.Deref(wd.Spec.Replicas, 1))
 	oc, err := chart.Container("graceguard", releaseNamespace, nil, "observer")
 	if err != nil {
 		return nil, err
@@ -194,20 +200,21 @@ func startCluster(ctx context.Context, o Options, dir, webhookBin string, chartD
 	chartDefaults.WebhookMemoryLimitMiB = float64(wc.Resources.Limits.Memory().Value()) / (1 << 20)
 	chartDefaults.ObserverMemoryLimitMiB = float64(oc.Resources.Limits.Memory().Value()) / (1 << 20)
 
-	ports, err := freePorts(3)
+	ports, err := freePorts(2)
 	if err != nil {
 		return nil, err
 	}
-	c := &cluster{webhookMetrics: metricsURL(ports[0]), observerMetrics: metricsURL(ports[1])}
+	c := &cluster{observerMetrics: metricsURL(ports[0])}
+	// Every replica any arm needs runs from the start (an idle one costs
+	// its namespace cache); the chart's replicaCount serve between arms.
 	c.APIServer, err = apiserver.StartAPIServer(ctx, apiserver.APIServerOptions{
 		AssetsDir: o.Assets, ReleaseNamespace: releaseNamespace, Dir: dir, WebhookBinary: webhookBin,
-		// The chart's flags; the metrics address replaces the one
-		// StartWebhook sets (the last of a flag wins).
-		WebhookArgs: append(slices.Clone(chartDefaults.WebhookArgs), "--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports[0])),
+		WebhookArgs: chartDefaults.WebhookArgs, WebhookReplicas: o.WebhookProcesses(chartDefaults.WebhookReplicas),
 	})
 	if err != nil {
 		return nil, err
 	}
+	c.routeTo(chartDefaults.WebhookReplicas)
 	defer func() {
 		if err != nil {
 			_ = c.Stop()
@@ -281,15 +288,15 @@ leaderElection:
 		return c, err
 	}
 	if c.kwok, err = c.StartProcess("kwok", o.Kwok, "--kubeconfig="+kk, "--config="+kwokConf, "--manage-all-nodes=false",
-		"--manage-nodes-with-label-selector="+kwokNodeLabel+"="+kwokNodeValue, "--server-address=127.0.0.1:"+strconv.Itoa(ports[2])); err != nil {
+		"--manage-nodes-with-label-selector="+kwokNodeLabel+"="+kwokNodeValue, "--server-address=127.0.0.1:"+strconv.Itoa(ports[1])); err != nil {
 		return c, err
 	}
 	c.observerBin, c.observerArgs = webhookBin, chartDefaults.ObserverArgs
-	if c.observer, err = c.startObserver("graceguard observer", ports[1]); err != nil {
+	if c.observer, err = c.startObserver("graceguard observer", ports[0]); err != nil {
 		return c, err
 	}
 	deadline := time.Now().Add(time.Minute)
-	for _, url := range []string{c.webhookMetrics, c.observerMetrics} {
+	for _, url := range append(slices.Clone(c.ReplicaMetrics), c.observerMetrics) {
 		for {
 			if err := c.exited(); err != nil {
 				return c, err
@@ -307,7 +314,7 @@ leaderElection:
 
 // exited says which process beside the API server stopped, or nil.
 func (c *cluster) exited() error {
-	for _, p := range []*apiserver.Process{c.Webhook, c.observer, c.controllers, c.scheduler, c.kwok} {
+	for _, p := range append(slices.Clone(c.Replicas), c.observer, c.controllers, c.scheduler, c.kwok) {
 		if p == nil {
 			continue
 		}
@@ -326,6 +333,26 @@ func freePorts(n int) ([]int, error) {
 			return nil, err
 		}
 		out[i] = p
+	}
+	return out, nil
+}
+
+// scrapeWebhooks reads every webhook replica's /metrics, as one
+// exposition: their series side by side, so that sums add the replicas.
+func (c *cluster) scrapeWebhooks(ctx context.Context) (exposition, error) {
+	out := exposition{}
+	for _, url := range c.ReplicaMetrics {
+		e, err := scrape(ctx, url)
+		if err != nil {
+			return nil, err
+		}
+		for name, f := range e {
+			if have, ok := out[name]; ok {
+				have.Metric = append(have.Metric, f.Metric...)
+				continue
+			}
+			out[name] = f
+		}
 	}
 	return out, nil
 }

@@ -71,7 +71,7 @@ func (rn *runner) failover(ctx context.Context, n int, sig syscall.Signal) (*Fai
 	} else if h != leader {
 		return nil, fmt.Errorf("the Lease %s/%s changed hands to %q before the leader was stopped (was %q)", releaseNamespace, observerLease, h, leader)
 	}
-	rec0, kills0, _, err := c.reports(ctx)
+	rec0, kills0, _, err := c.reports(ctx, rn.o)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +133,7 @@ func (rn *runner) failover(ctx context.Context, n int, sig syscall.Signal) (*Fai
 	// every shutdown is counted.
 	deadline := maxTime(last.lastGone, observing).Add(3*rn.flushInterval() + 5*time.Second)
 	for {
-		rec, kills, _, err := c.reports(ctx)
+		rec, kills, _, err := c.reports(ctx, rn.o)
 		if err != nil {
 			return f, err
 		}

@@ -40,6 +40,11 @@ type page struct {
 	Failovers                        *failoverPage
 	Extrapolation                    *extrapolationPage
 	Kwok                             string
+	// MaxConnections is the webhook's --max-connections as the chart
+	// sets it.
+	MaxConnections string
+	// Replicas is the chart's replicaCount of the webhook.
+	Replicas int
 }
 
 type pageList struct {
@@ -48,13 +53,21 @@ type pageList struct {
 }
 
 type admissionPage struct {
-	Webhooks, Burst, Jobs, Client, Decisions *table
+	Webhooks, Client, Decisions              *table
+	Bursts                                   *burstPage
 	Failures                                 *table
 	Connections                              string
 	Shed, FailOpen, Rejected, Reviews        string
 	PodsCreated, CPUPerReview, ReviewsPerPod string
 	PodReviews                               string
 	MaxConcurrentReviews                     string
+}
+
+// burstPage is the creation bursts: every arm's figures, graceguard's
+// webhook latencies, and its connections per replica.
+type burstPage struct {
+	Table, Webhooks, Connections *table
+	Native                       string
 }
 
 type memoryPage struct {
@@ -66,7 +79,7 @@ type shutdownPage struct {
 	Table, Outcomes                           *table
 	Once                                      bool
 	Churn, Lag, WritesPerShutdown, CPUPerShut string
-	Flush                                     string
+	Flush, WritesBound                        string
 }
 
 type failoverPage struct {
@@ -94,7 +107,8 @@ func (r *Results) page() page {
 	p := page{Scenario: r.Options.Scenario, Started: r.Started.Format("2006-01-02 15:04 MST"), Seconds: fmt.Sprintf("%.0f", r.Seconds), ClusterSeconds: fmt.Sprintf("%.0f", r.ClusterSeconds),
 		JSON: docJSON, Options: r.Options, Machine: r.machineTable(), Load: r.loadTable(), Phases: r.phaseTable(), CPU: r.cpuTable(),
 		Admission: r.admissionPage(), Memory: r.memoryPage(), Shutdowns: r.shutdownPage(), Failovers: r.failoverPage(), Extrapolation: r.extrapolationPage(Kubernetes),
-		Kwok: r.Machine.Kwok}
+		Kwok: r.Machine.Kwok, MaxConnections: chartArg(r.Chart.WebhookArgs, "max-connections"),
+		Replicas: r.Chart.WebhookReplicas}
 	for _, l := range []pageList{{"Problems in this run", r.Problems}, {"Caveats", r.Caveats}} {
 		if len(l.Items) > 0 {
 			p.Lists = append(p.Lists, l)
@@ -122,7 +136,9 @@ func (r *Results) loadTable() *table {
 		count(float64(o.Namespaces)), o.DeploymentsPerNamespace, o.Replicas, count(float64(o.DeploymentPods()))))
 	t.Add("of them draining past the grace (killed)", fmt.Sprintf("%d per namespace (%d s drain), the others %d s", o.SlowDeployments, o.SlowDrainSeconds, o.DrainSeconds))
 	t.Add("empty opted-in namespaces", count(float64(o.EmptyNamespaces)))
+	t.Add("burst arms", fmt.Sprintf("no policy, native policy, graceguard with %s webhook replicas (between the bursts, the chart's %d)", joinInts(o.BurstReplicas, " and "), r.Chart.WebhookReplicas))
 	t.Add("Job fan-out, per arm", fmt.Sprintf("%s Pods at once (parallelism = completions), each running %d s", count(float64(o.JobParallelism)), o.JobRunSeconds))
+	t.Add("Deployment scale-out, per arm", fmt.Sprintf("0 to %s typical Pods", count(float64(o.ScaleOut))))
 	t.Add("bare Pods, per arm", fmt.Sprintf("%s by %d concurrent clients", count(float64(o.ClientPods)), o.Clients))
 	t.Add("churn", fmt.Sprintf("%d of %d Deployments restarted (%.0f%%), %d Pods of the others deleted", o.Restarted(), o.Deployments(), 100*o.RestartFraction, o.Deletions))
 	t.Add("`graceguard.io/max-work` of the workloads", o.MaxWork)
@@ -178,31 +194,17 @@ func quantileMs(h Histogram, q float64) string {
 
 func (r *Results) admissionPage() *admissionPage {
 	a := r.Admission
-	if len(a.Webhooks) == 0 && len(a.Jobs) == 0 && len(a.Client) == 0 {
+	if len(a.Webhooks) == 0 && len(a.Bursts) == 0 && len(a.Client) == 0 {
 		return nil
 	}
-	ap := &admissionPage{Webhooks: latencyTable(a.Webhooks), Burst: latencyTable(a.Burst),
+	ap := &admissionPage{Webhooks: latencyTable(a.Webhooks), Bursts: burstsPage(a.Bursts),
 		Shed: count(a.Shed), FailOpen: count(total(a.FailOpen)), Rejected: count(total(a.Rejected)), Reviews: count(a.Reviews()),
 		PodsCreated: count(a.PodsCreated), CPUPerReview: num(a.CPUMsPerReview())}
 	if a.PodReviews() > 0 {
 		ap.ReviewsPerPod = num(a.ReviewsPerPod())
 	}
 	ap.PodReviews = count(a.PodReviews())
-	for _, arg := range r.Chart.WebhookArgs {
-		if v, ok := strings.CutPrefix(arg, "--max-concurrent-reviews="); ok {
-			ap.MaxConcurrentReviews = v
-		}
-	}
-	if len(a.Jobs) > 0 {
-		ap.Jobs = &table{Head: []string{"Arm", "Pods", "All created (s)", "Created/s", "All running (s)"}, Right: []int{1, 2, 3, 4}}
-		for _, j := range a.Jobs {
-			rate := ""
-			if j.CreatedSeconds > 0 {
-				rate = num(float64(j.Pods) / j.CreatedSeconds)
-			}
-			ap.Jobs.Add(j.Arm, count(float64(j.Pods)), num(j.CreatedSeconds), rate, num(j.RunningSeconds))
-		}
-	}
+	ap.MaxConcurrentReviews = chartArg(r.Chart.WebhookArgs, "max-concurrent-reviews")
 	if len(a.Client) > 0 {
 		ap.Client = &table{Head: []string{"Arm", "Pods", "Errors", "p50 (ms)", "p90 (ms)", "p99 (ms)", "max (ms)", "mean (ms)"}, Right: []int{1, 2, 3, 4, 5, 6, 7}}
 		for _, c := range a.Client {
@@ -240,6 +242,84 @@ func (r *Results) admissionPage() *admissionPage {
 	return ap
 }
 
+// chartArg is the value of a flag among the chart's arguments ("" when
+// the chart does not set it).
+func chartArg(args []string, name string) string {
+	v := ""
+	for _, arg := range args {
+		if x, ok := strings.CutPrefix(arg, "--"+name+"="); ok {
+			v = x
+		}
+	}
+	return v
+}
+
+// burstsPage renders the creation bursts; nil without any.
+func burstsPage(arms []BurstArm) *burstPage {
+	if len(arms) == 0 {
+		return nil
+	}
+	bp := &burstPage{
+		Table: &table{Head: []string{"Arm", "Burst", "Pods", "All created (s)", "Created/s", "All running (s)", "Create p50 (ms)", "Create p99 (ms)",
+			"Not created", "Shed (429)", "Failed open", "Rejected", "API server CPU per Pod (ms)", "graceguard CPU per Pod (ms)"},
+			Right: []int{2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13}},
+		Webhooks:    &table{Head: []string{"Arm", "Burst", "Webhook", "Calls", "p50 (ms)", "p99 (ms)", "Mean (ms)"}, Right: []int{3, 4, 5, 6}},
+		Connections: &table{Head: []string{"Arm", "Replica", "Connections opened", "Share", "Most open at once"}, Right: []int{2, 3, 4}},
+	}
+	for _, a := range arms {
+		arm := burstArm{name: a.Arm, replicas: a.Replicas}.label()
+		for _, w := range a.Workloads {
+			gg := "–"
+			if a.Arm == ArmGraceguard {
+				gg = num(w.WebhookCPUMsPerPod())
+			}
+			bp.Table.Add(arm, w.Kind, count(float64(w.Pods)), num(w.CreatedSeconds), num(w.Rate()), num(w.RunningSeconds),
+				quantileMs(w.Create, 0.5), quantileMs(w.Create, 0.99), notCreated(w.Codes), count(w.Shed), count(w.FailOpen), count(w.Rejected),
+				num(w.APIServerCPUMsPerPod()), gg)
+			for _, l := range w.Webhooks {
+				h := l.Histogram
+				bp.Webhooks.Add(arm, w.Kind, "`"+l.Name+"`", count(h.Count), quantileMs(h, 0.5), quantileMs(h, 0.99), num(1000*h.Mean()))
+			}
+		}
+		opened := 0
+		for _, b := range a.Backends {
+			opened += b.Connections
+		}
+		for i, b := range a.Backends {
+			share := "–"
+			if opened > 0 {
+				share = num(100*float64(b.Connections)/float64(opened)) + "%"
+			}
+			bp.Connections.Add(arm, fmt.Sprint(i+1), count(float64(b.Connections)), share, count(float64(b.PeakOpen)))
+		}
+		if a.BalancerFailed > 0 {
+			bp.Connections.Add(arm, "none (dropped by the balancer)", count(float64(a.BalancerFailed)), "", "")
+		}
+	}
+	if len(bp.Webhooks.Rows) == 0 {
+		bp.Webhooks = nil
+	}
+	if len(bp.Connections.Rows) == 0 {
+		bp.Connections = nil
+	}
+	return bp
+}
+
+// notCreated is a burst's Pod creates the API server did not answer with
+// 201, by code ("0" without any).
+func notCreated(codes map[string]float64) string {
+	var parts []string
+	for _, k := range sortedKeys(codes) {
+		if k != "201" && codes[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%s × %s", count(codes[k]), k))
+		}
+	}
+	if len(parts) == 0 {
+		return "0"
+	}
+	return strings.Join(parts, ", ")
+}
+
 func (r *Results) memoryPage() *memoryPage {
 	if len(r.Memory) == 0 {
 		return nil
@@ -274,7 +354,8 @@ func (r *Results) shutdownPage() *shutdownPage {
 	if s == nil {
 		return nil
 	}
-	sp := &shutdownPage{S: s, Once: s.ObservedOnce(), Churn: num(s.ChurnSeconds), Lag: num(s.LagSeconds), Flush: r.flushFlag()}
+	sp := &shutdownPage{S: s, Once: s.ObservedOnce(), Churn: num(s.ChurnSeconds), Lag: num(s.LagSeconds), Flush: r.flushFlag(),
+		WritesBound: chartArg(r.Chart.ObserverArgs, "flush-writes-per-second")}
 	if s.Shutdowns > 0 {
 		sp.WritesPerShutdown = num(s.ReportWrites / float64(s.Shutdowns))
 		sp.CPUPerShut = num(1000 * s.ObserverCPUSeconds / float64(s.Shutdowns))

@@ -72,6 +72,16 @@ func (e exposition) sum(name string, want map[string]string) float64 {
 	return total
 }
 
+// max is the largest value of a family's series (every replica's), 0
+// when it is absent.
+func (e exposition) max(name string) float64 {
+	var out float64
+	for _, m := range e[name].GetMetric() {
+		out = math.Max(out, value(m))
+	}
+	return out
+}
+
 // by sums the series of a family whose labels match want by the values of
 // the labels named, joined with "/".
 func (e exposition) by(name string, want map[string]string, labels ...string) map[string]float64 {

@@ -30,6 +30,13 @@ type Options struct {
 	// JobRunSeconds and completes.
 	JobParallelism int `json:"jobParallelism"`
 	JobRunSeconds  int `json:"jobRunSeconds"`
+	// ScaleOut is the Pods a Deployment of one Pod is scaled out to, in
+	// each arm after its Job, as `kubectl scale` or an autoscaler does.
+	ScaleOut int `json:"scaleOut"`
+	// BurstReplicas are graceguard's webhook replicas in its burst arms,
+	// one arm each, beside the no-policy and native-policy arms; between
+	// the arms, the chart's replicaCount serves.
+	BurstReplicas []int `json:"burstReplicas"`
 	// ClientPods bare Pods are created by Clients concurrent clients in an
 	// opted-in namespace and in one that is not, the two interleaved: the
 	// latency of a create as a client sees it, with and without graceguard.
@@ -69,13 +76,34 @@ type Options struct {
 	Log    io.Writer `json:"-"`
 }
 
+// MaxReplicas is the most webhook replicas a burst arm runs.
+const MaxReplicas = 5
+
+// WebhookProcesses is how many webhook processes the run starts: the
+// most any burst arm or the chart's replicaCount needs.
+func (o Options) WebhookProcesses(chartReplicas int) int {
+	n := max(1, chartReplicas)
+	for _, r := range o.BurstReplicas {
+		n = max(n, r)
+	}
+	return n
+}
+
+func joinInts(vs []int, sep string) string {
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = fmt.Sprint(v)
+	}
+	return strings.Join(s, sep)
+}
+
 // Scenarios are the presets of `make scale SCALE=...`.
 var Scenarios = map[string]Options{
 	// smoke: minutes on 2 cores, for CI, so the harness cannot rot.
 	"smoke": {
 		Scenario: "smoke", Nodes: 200, PodsPerNode: 110,
 		Namespaces: 10, DeploymentsPerNamespace: 4, Replicas: 50, EmptyNamespaces: 200,
-		JobParallelism: 500, JobRunSeconds: 30, ClientPods: 300, Clients: 8,
+		JobParallelism: 500, JobRunSeconds: 30, ScaleOut: 500, BurstReplicas: []int{2, 3}, ClientPods: 300, Clients: 8,
 		RestartFraction: 0.1, Deletions: 100, Failover: true,
 		DrainSeconds: 2, SlowDeployments: 1, SlowDrainSeconds: 30, MaxWork: "5s",
 		Timeout: 5 * time.Minute,
@@ -84,8 +112,8 @@ var Scenarios = map[string]Options{
 	// Pods, 10,000 namespaces.
 	"full": {
 		Scenario: "full", Nodes: 2000, PodsPerNode: 110,
-		Namespaces: 100, DeploymentsPerNamespace: 5, Replicas: 90, EmptyNamespaces: 9900,
-		JobParallelism: 5000, JobRunSeconds: 120, ClientPods: 2000, Clients: 16,
+		Namespaces: 100, DeploymentsPerNamespace: 5, Replicas: 100, EmptyNamespaces: 9900,
+		JobParallelism: 5000, JobRunSeconds: 120, ScaleOut: 5000, BurstReplicas: []int{2, 3}, ClientPods: 2000, Clients: 16,
 		RestartFraction: 0.1, Deletions: 1000, Failover: true,
 		DrainSeconds: 2, SlowDeployments: 1, SlowDrainSeconds: 30, MaxWork: "5s",
 		Timeout: 30 * time.Minute,
@@ -140,6 +168,12 @@ func (o Options) Validate() error {
 	nonNegative("empty-namespaces", o.EmptyNamespaces)
 	nonNegative("job-parallelism", o.JobParallelism)
 	nonNegative("job-run-seconds", o.JobRunSeconds)
+	nonNegative("scale-out", o.ScaleOut)
+	for _, n := range o.BurstReplicas {
+		if n < 1 || n > MaxReplicas {
+			errs = append(errs, fmt.Errorf("burst-replicas: %d: each must be 1 to %d", n, MaxReplicas))
+		}
+	}
 	nonNegative("client-pods", o.ClientPods)
 	nonNegative("deletions", o.Deletions)
 	nonNegative("drain-seconds", o.DrainSeconds)
@@ -158,8 +192,8 @@ func (o Options) Validate() error {
 	}
 	// Every Pod of the run at once must fit on the nodes, or some stay
 	// Pending and the run waits for them in vain.
-	if need, room := o.DeploymentPods()*2+o.JobParallelism*2+o.ClientPods*2, o.Nodes*o.PodsPerNode; need > room {
-		errs = append(errs, fmt.Errorf("nodes: %d: %d nodes of %d Pods hold %d Pods, and a run needs room for %d at its peak (the Deployments twice during their rollout, both Jobs, both arms' bare Pods); add nodes",
+	if need, room := o.DeploymentPods()*2+o.JobParallelism+o.ScaleOut+o.ClientPods*2, o.Nodes*o.PodsPerNode; need > room {
+		errs = append(errs, fmt.Errorf("nodes: %d: %d nodes of %d Pods hold %d Pods, and a run needs room for %d at its peak (the Deployments twice during their rollout, one burst arm's Job and scale-out, both arms' bare Pods); add nodes",
 			o.Nodes, o.Nodes, o.PodsPerNode, room, need))
 	}
 	if o.Deletions > o.DeploymentPods()-o.Restarted()*o.Replicas {
@@ -174,7 +208,7 @@ func (o Options) String() string {
 		fmt.Sprintf("%d nodes", o.Nodes),
 		fmt.Sprintf("%d opted-in namespaces with %d Deployments of %d Pods (%d Pods)", o.Namespaces, o.DeploymentsPerNamespace, o.Replicas, o.DeploymentPods()),
 		fmt.Sprintf("%d empty namespaces", o.EmptyNamespaces),
-		fmt.Sprintf("Jobs of %d Pods", o.JobParallelism),
+		fmt.Sprintf("burst arms (no policy, native policy, graceguard with %s replicas) of a Job of %d Pods and a scale-out to %d", joinInts(o.BurstReplicas, " and "), o.JobParallelism, o.ScaleOut),
 		fmt.Sprintf("%d bare Pods per arm", o.ClientPods),
 		fmt.Sprintf("%d Deployments restarted, %d Pods deleted", o.Restarted(), o.Deletions),
 		map[bool]string{true: "then twice again with the observer's leader stopped (SIGTERM, SIGKILL)", false: "no observer failover"}[o.Failover],

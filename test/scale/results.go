@@ -1,8 +1,6 @@
 package scale
 
 import (
-	"github.com/graceguard/graceguard/test/harness/proc"
-
 	"math"
 	"slices"
 	"sort"
@@ -10,6 +8,8 @@ import (
 	"time"
 
 	"github.com/graceguard/graceguard/pkg/webhook"
+	"github.com/graceguard/graceguard/test/harness/apiserver"
+	"github.com/graceguard/graceguard/test/harness/proc"
 )
 
 // Results is everything one run measured; docs/scale.json is this, and
@@ -79,12 +79,10 @@ func (p Phase) Rate() float64 {
 // Admission is what admitting the run's Pods cost and how it went.
 type Admission struct {
 	// Webhooks is the API server's latency of calling graceguard's
-	// webhooks over the whole run (apiserver_admission_webhook_admission_duration_seconds),
-	// Burst the same over the Job fan-out in the opted-in namespace only.
+	// webhooks over the whole run (apiserver_admission_webhook_admission_duration_seconds).
 	Webhooks []WebhookLatency `json:"webhooks"`
-	Burst    []WebhookLatency `json:"burst"`
-	// Jobs are the fan-outs, without graceguard (no policy) and with.
-	Jobs []JobArm `json:"jobs"`
+	// Bursts are the creation bursts' arms, in the order they ran.
+	Bursts []BurstArm `json:"bursts"`
 	// Client is the bare Pod creates, as their client saw them, per arm.
 	Client []ClientArm `json:"client"`
 	// Decisions counts graceguard's answers by webhook/decision/reason
@@ -107,7 +105,8 @@ type Admission struct {
 	// PodsCreated is the Pods created through the API server during the run
 	// (apiserver_request_total of POST pods, code 201).
 	PodsCreated float64 `json:"podsCreated"`
-	// WebhookCPUSeconds is the webhook process's CPU time over the run.
+	// WebhookCPUSeconds is the webhook processes' CPU time over the run,
+	// every replica's added.
 	WebhookCPUSeconds float64 `json:"webhookCPUSeconds"`
 }
 
@@ -165,15 +164,78 @@ type WebhookLatency struct {
 	Histogram Histogram `json:"histogram"`
 }
 
-// JobArm is one Job fan-out: created at once, its Pods admitted by the API
-// server (through graceguard or not) and run on the simulated nodes.
-type JobArm struct {
-	Arm string `json:"arm"`
-	// Pods were created (the Job controller's creates, admitted) within
-	// CreatedSeconds of the Job, and all ran within RunningSeconds.
+// BurstArm is one arm of the creation bursts: in a namespace of its own,
+// a Job fan-out, then a Deployment scaled out from zero, admitted by
+// nothing (no policy), the native policy, or graceguard with Replicas
+// webhook replicas.
+type BurstArm struct {
+	Arm       string          `json:"arm"`
+	Replicas  int             `json:"replicas,omitempty"`
+	Namespace string          `json:"namespace"`
+	Workloads []BurstWorkload `json:"workloads"`
+	// Backends are the connections the API server opened to each of
+	// graceguard's replicas over the arm, as the balancer in front of
+	// them (kube-proxy's stand-in) forwarded them; BalancerFailed those
+	// it could not forward.
+	Backends       []apiserver.BackendStats `json:"backends,omitempty"`
+	BalancerFailed int                      `json:"balancerFailed,omitempty"`
+	// Connections are graceguard's connection counters over the arm,
+	// every replica's added (as Admission.Connections).
+	Connections map[string]float64 `json:"connections,omitempty"`
+}
+
+// BurstWorkload is one burst: Pods created by a controller at once,
+// measured from the create (or scale) call until all were created, then
+// all running (or done).
+type BurstWorkload struct {
+	Kind           string  `json:"kind"`
 	Pods           int     `json:"pods"`
 	CreatedSeconds float64 `json:"createdSeconds"`
 	RunningSeconds float64 `json:"runningSeconds"`
+	// Create is the API server's latency of the Pod creates
+	// (apiserver_request_duration_seconds of POST pods: admission, every
+	// webhook and policy included, and the write); Codes counts their
+	// answers by HTTP code (apiserver_request_total).
+	Create Histogram          `json:"create"`
+	Codes  map[string]float64 `json:"codes"`
+	// Webhooks is the API server's latency of calling graceguard's
+	// webhooks (its arms only).
+	Webhooks []WebhookLatency `json:"webhooks,omitempty"`
+	// Shed is graceguard's reviews refused with 429 (every replica's);
+	// FailOpen and Rejected are the API server's counts for graceguard's
+	// webhooks, as in Admission.
+	Shed     float64 `json:"shed"`
+	FailOpen float64 `json:"failOpen"`
+	Rejected float64 `json:"rejected"`
+	// CPU time of the API server, etcd and graceguard's replicas (every
+	// one's, idle ones included) over the burst.
+	APIServerCPUSeconds float64 `json:"apiServerCPUSeconds"`
+	EtcdCPUSeconds      float64 `json:"etcdCPUSeconds"`
+	WebhookCPUSeconds   float64 `json:"webhookCPUSeconds"`
+}
+
+// Rate is the Pods created per second.
+func (b BurstWorkload) Rate() float64 {
+	if b.CreatedSeconds <= 0 {
+		return 0
+	}
+	return float64(b.Pods) / b.CreatedSeconds
+}
+
+// APIServerCPUMsPerPod is the API server's CPU per Pod created.
+func (b BurstWorkload) APIServerCPUMsPerPod() float64 {
+	if b.Pods == 0 {
+		return 0
+	}
+	return 1000 * b.APIServerCPUSeconds / float64(b.Pods)
+}
+
+// WebhookCPUMsPerPod is graceguard's CPU per Pod created.
+func (b BurstWorkload) WebhookCPUMsPerPod() float64 {
+	if b.Pods == 0 {
+		return 0
+	}
+	return 1000 * b.WebhookCPUSeconds / float64(b.Pods)
 }
 
 // ClientArm is bare Pod creates by concurrent clients in one arm.
@@ -270,6 +332,11 @@ type Shutdowns struct {
 	// ReportWrites is the API server's count of writes to ShutdownReports
 	// during the churn (create, update, patch, status included).
 	ReportWrites float64 `json:"reportWrites"`
+	// ReportUpdatesPeak is the most ShutdownReport status updates (one
+	// per report write of the observer) the harness's watch received in
+	// one second of the churn, ReportUpdateSeconds the seconds with any.
+	ReportUpdatesPeak   int `json:"reportUpdatesPeak"`
+	ReportUpdateSeconds int `json:"reportUpdateSeconds"`
 	// The observer's CPU time over the churn and its peak RSS (VmHWM reset
 	// before it).
 	ObserverCPUSeconds float64 `json:"observerCPUSeconds"`

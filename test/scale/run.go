@@ -19,6 +19,24 @@ import (
 	"github.com/graceguard/graceguard/test/harness/proc"
 )
 
+// Names of processes in the CPU figures: the control plane's own (their
+// command names), and graceguard's webhook replicas.
+const (
+	procAPIServer = "kube-apiserver"
+	procEtcd      = "etcd"
+)
+
+func webhookProc(i int) string { return fmt.Sprintf("graceguard webhook %d", i+1) }
+
+// webhookProcs are the names of the webhook replicas' processes.
+func (rn *runner) webhookProcs() []string {
+	out := make([]string, len(rn.c.Replicas))
+	for i := range out {
+		out[i] = webhookProc(i)
+	}
+	return out
+}
+
 // The documents a run writes into Options.OutDir.
 const (
 	docMarkdown = "scale.md"
@@ -75,6 +93,8 @@ type runner struct {
 	start time.Time
 	c     *cluster
 	w     *podWatch
+	// reportsW counts the ShutdownReport updates of the churn.
+	reportsW *reportWatch
 	// pids of the processes whose CPU the run reports, and their CPU time
 	// at the start.
 	pids map[string]int
@@ -145,11 +165,13 @@ func (rn *runner) run(ctx context.Context) error {
 		}
 	}()
 	r.Machine.KubeAPIServer, r.Machine.Kwok = c.Version, kwokVersion()
-	r.Chart.WebhookReplicas = 2
-	rn.pids = proc.Children("kube-apiserver", "etcd")
-	for name, p := range map[string]*apiserver.Process{"graceguard webhook": c.Webhook, "graceguard observer": c.observer,
+	rn.pids = proc.Children(procAPIServer, procEtcd)
+	for name, p := range map[string]*apiserver.Process{"graceguard observer": c.observer,
 		"kube-controller-manager": c.controllers, "kube-scheduler": c.scheduler, "kwok": c.kwok} {
 		rn.pids[name] = p.PID()
+	}
+	for i, p := range c.Replicas {
+		rn.pids[webhookProc(i)] = p.PID()
 	}
 	rn.pids["harness (clients, informer)"] = os.Getpid()
 	rn.cpu0, rn.peak = proc.CPUTimes(rn.pids), map[string]int64{}
@@ -161,11 +183,15 @@ func (rn *runner) run(ctx context.Context) error {
 	if err := rn.w.run(wctx); err != nil {
 		return err
 	}
+	rn.reportsW = newReportWatch(c.dyn)
+	if !rn.reportsW.run(wctx) {
+		return fmt.Errorf("the harness's ShutdownReport informer did not sync: %w", wctx.Err())
+	}
 	api0, err := scrapeAPIServer(ctx, c.kube)
 	if err != nil {
 		return err
 	}
-	gg0, err := scrape(ctx, c.webhookMetrics)
+	gg0, err := c.scrapeWebhooks(ctx)
 	if err != nil {
 		return err
 	}
@@ -224,11 +250,11 @@ func (rn *runner) steps(ctx context.Context) error {
 	for i := range o.EmptyNamespaces {
 		empty = append(empty, emptyNamespace(i))
 	}
-	if err := rn.phase(fmt.Sprintf("%d namespaces created", len(workload)+len(empty)+4), func() (int, error) {
-		if err := c.createNamespaces(ctx, append(append(workload, empty...), nsJob, nsBare), true, o.Clients); err != nil {
+	if err := rn.phase(fmt.Sprintf("%d namespaces created", len(workload)+len(empty)+2), func() (int, error) {
+		if err := c.createNamespaces(ctx, append(append(workload, empty...), nsBare), true, o.Clients); err != nil {
 			return 0, err
 		}
-		return 0, c.createNamespaces(ctx, []string{nsJobNone, nsBareNone}, false, o.Clients)
+		return 0, c.createNamespaces(ctx, []string{nsBareNone}, false, o.Clients)
 	}); err != nil {
 		return err
 	}
@@ -256,14 +282,8 @@ func (rn *runner) steps(ctx context.Context) error {
 		return err
 	}
 
-	if o.JobParallelism > 0 {
-		for _, arm := range []struct{ name, ns string }{{ArmNone, nsJobNone}, {ArmGraceguard, nsJob}} {
-			if err := rn.phase(fmt.Sprintf("Job of %d Pods (%s)", o.JobParallelism, arm.name), func() (int, error) {
-				return o.JobParallelism, rn.jobArm(ctx, arm.name, arm.ns)
-			}); err != nil {
-				return err
-			}
-		}
+	if err := rn.bursts(ctx); err != nil {
+		return err
 	}
 	if o.ClientPods > 0 {
 		if err := rn.phase(fmt.Sprintf("%d bare Pods per arm by %d clients", o.ClientPods, o.Clients), func() (int, error) {
@@ -284,42 +304,6 @@ func sumOver(m map[string]int, keys []string) int {
 		n += m[k]
 	}
 	return n
-}
-
-// jobArm creates the fan-out in ns and waits until all its Pods ran.
-func (rn *runner) jobArm(ctx context.Context, arm, ns string) error {
-	o, c, w := rn.o, rn.c, rn.w
-	var api0 exposition
-	if arm == ArmGraceguard {
-		var err error
-		if api0, err = scrapeAPIServer(ctx, c.kube); err != nil {
-			return err
-		}
-	}
-	t0 := time.Now()
-	if _, err := c.kube.BatchV1().Jobs(ns).Create(ctx, job(o), metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	ja := JobArm{Arm: arm, Pods: o.JobParallelism}
-	if _, err := w.waitFor(ctx, o.Timeout, "the Job's Pods created", func(n counts) bool { return n.all[ns] >= o.JobParallelism }, c.exited); err != nil {
-		return err
-	}
-	ja.CreatedSeconds = time.Since(t0).Seconds()
-	if _, err := w.waitFor(ctx, o.Timeout, "the Job's Pods running", func(n counts) bool {
-		return n.running[ns]+n.succeeded[ns] >= o.JobParallelism
-	}, c.exited); err != nil {
-		return err
-	}
-	ja.RunningSeconds = time.Since(t0).Seconds()
-	rn.r.Admission.Jobs = append(rn.r.Admission.Jobs, ja)
-	if api0 != nil {
-		api1, err := scrapeAPIServer(ctx, c.kube)
-		if err != nil {
-			return err
-		}
-		rn.r.Admission.Burst = rn.webhookLatencies(api0, api1)
-	}
-	return nil
 }
 
 // clientArms creates bare Pods in both arms, half of them each in two
@@ -392,6 +376,7 @@ func (rn *runner) churn(ctx context.Context, workload []string) error {
 		return err
 	}
 	w.resetShutdowns()
+	rn.reportsW.start()
 	restart := restartSet(o)
 	err = rn.phase(fmt.Sprintf("churn: %d Deployments restarted, %d Pods deleted", len(restart), o.Deletions), func() (int, error) {
 		var err error
@@ -411,7 +396,7 @@ func (rn *runner) churn(ctx context.Context, workload []string) error {
 	// The observer writes a workload's report once per flush interval.
 	deadline := time.Now().Add(o.Timeout)
 	for {
-		if s.Recorded, s.RecordedKills, s.Reports, err = c.reports(ctx); err != nil {
+		if s.Recorded, s.RecordedKills, s.Reports, err = c.reports(ctx, rn.o); err != nil {
 			return err
 		}
 		if s.Recorded >= s.Shutdowns || time.Now().After(deadline) || ctx.Err() != nil {
@@ -420,6 +405,7 @@ func (rn *runner) churn(ctx context.Context, workload []string) error {
 		time.Sleep(250 * time.Millisecond)
 	}
 	s.LagSeconds = time.Since(n.lastGone).Seconds()
+	s.ReportUpdatesPeak, s.ReportUpdateSeconds = rn.reportsW.stop()
 	rn.logf("shutdowns: %d seen (%d killed), %d recorded (%d killed) in %d reports, %.1f s after the last Pod went",
 		s.Shutdowns, s.Kills, s.Recorded, s.RecordedKills, s.Reports, s.LagSeconds)
 	obsCPU1, err := proc.CPUTime(obsPID)
@@ -577,7 +563,7 @@ func (rn *runner) admission(ctx context.Context, api0, gg0 exposition) error {
 	if err != nil {
 		return err
 	}
-	gg1, err := scrape(ctx, c.webhookMetrics)
+	gg1, err := c.scrapeWebhooks(ctx)
 	if err != nil {
 		return err
 	}
@@ -610,11 +596,12 @@ func (rn *runner) admission(ctx context.Context, api0, gg0 exposition) error {
 	for state, v := range evicted {
 		a.Connections["evicted while "+state] = v
 	}
-	a.Connections["peak open"] = gg1.sum(server.ConnectionsPeakName, nil)
+	a.Connections["peak open on one replica"] = gg1.max(server.ConnectionsPeakName)
 	created := map[string]string{"verb": "POST", "resource": "pods", "subresource": "", "code": "201"}
 	a.PodsCreated = api1.sum("apiserver_request_total", created) - api0.sum("apiserver_request_total", created)
-	if t, err := proc.CPUTime(c.Webhook.PID()); err == nil {
-		a.WebhookCPUSeconds = (t - rn.cpu0["graceguard webhook"]).Seconds()
+	now := proc.CPUTimes(rn.pids)
+	for _, name := range rn.webhookProcs() {
+		a.WebhookCPUSeconds += (now[name] - rn.cpu0[name]).Seconds()
 	}
 	rn.logf("admission: %.0f reviews (%.3f ms CPU each), %.0f shed, %.0f failed open, %.0f rejected, %.0f Pods created",
 		a.Reviews(), a.CPUMsPerReview(), a.Shed, total(a.FailOpen), total(a.Rejected), a.PodsCreated)
@@ -671,7 +658,7 @@ func (rn *runner) memoryStep(ctx context.Context, name string) error {
 			p   *apiserver.Process
 			url string
 			dst *ProcMem
-		}{{c.Webhook, c.webhookMetrics, &s.Webhook}, {c.observer, c.observerMetrics, &s.Observer}} {
+		}{{c.Webhook, c.ReplicaMetrics[0], &s.Webhook}, {c.observer, c.observerMetrics, &s.Observer}} {
 			mem, err := proc.ReadMemory(x.p.PID())
 			if err != nil {
 				return err

@@ -30,10 +30,8 @@ const (
 	// after SIGTERM, how long a Job's Pod runs.
 	annotationDrain = "scale.graceguard.io/drain-seconds"
 	annotationRun   = "scale.graceguard.io/run-seconds"
-	// Namespaces of the arms: the Job fan-outs and the bare Pods, opted in
-	// to graceguard or not (the no-policy arm).
-	nsJob          = "scale-job"
-	nsJobNone      = "scale-job-no-policy"
+	// Namespaces of the bare Pods' arms, opted in to graceguard or not
+	// (the no-policy arm); the burst arms have their own (burstArm).
 	nsBare         = "scale-bare"
 	nsBareNone     = "scale-bare-no-policy"
 	restartedAtKey = "kubectl.kubernetes.io/restartedAt"
@@ -43,6 +41,9 @@ const (
 const (
 	ArmGraceguard = "graceguard"
 	ArmNone       = "no policy"
+	// ArmNative is the native MutatingAdmissionPolicy doing graceguard's
+	// injection (test/bench/policy/graceguard-in-cel.yaml).
+	ArmNative = "native policy"
 )
 
 func workloadNamespace(i int) string { return fmt.Sprintf("scale-%03d", i) }
@@ -247,17 +248,23 @@ func (c *cluster) deletePods(ctx context.Context, ns, name string, n int) (int, 
 // rolledOut says whether every Deployment of the workload namespaces runs
 // its current template on all its replicas, old ones gone.
 func (c *cluster) rolledOut(ctx context.Context, o Options) (bool, error) {
-	for i := range o.Namespaces {
-		list, err := c.kube.AppsV1().Deployments(workloadNamespace(i)).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
+	workload := map[string]bool{}
+	for _, ns := range workloadNamespaces(o) {
+		workload[ns] = true
+	}
+	// One list of every Deployment, not one per namespace.
+	list, err := c.kube.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, err
+	}
+	for _, d := range list.Items {
+		if !workload[d.Namespace] {
+			continue
 		}
-		for _, d := range list.Items {
-			want := ptr.Deref(d.Spec.Replicas, 1)
-			st := d.Status
-			if st.ObservedGeneration < d.Generation || st.UpdatedReplicas != want || st.AvailableReplicas != want || st.Replicas != want {
-				return false, nil
-			}
+		want := ptr.Deref(d.Spec.Replicas, 1)
+		st := d.Status
+		if st.ObservedGeneration < d.Generation || st.UpdatedReplicas != want || st.AvailableReplicas != want || st.Replicas != want {
+			return false, nil
 		}
 	}
 	return true, nil
@@ -265,13 +272,22 @@ func (c *cluster) rolledOut(ctx context.Context, o Options) (bool, error) {
 
 var shutdownReports = schema.GroupVersionResource{Group: "graceguard.io", Version: "v1alpha1", Resource: "shutdownreports"}
 
-// reports sums what the observer wrote into every ShutdownReport.
-func (c *cluster) reports(ctx context.Context) (observed, kills, reports int, err error) {
+// reports sums what the observer wrote into the ShutdownReports of the
+// workload namespaces (the Deployments the churn shuts down; the burst
+// arms' reports are not theirs).
+func (c *cluster) reports(ctx context.Context, o Options) (observed, kills, reports int, err error) {
 	list, err := c.dyn.Resource(shutdownReports).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return 0, 0, 0, err
 	}
+	workload := map[string]bool{}
+	for _, ns := range workloadNamespaces(o) {
+		workload[ns] = true
+	}
 	for _, it := range list.Items {
+		if !workload[it.GetNamespace()] {
+			continue
+		}
 		observed += int(unstructuredInt(it.Object, "status", "observed"))
 		kills += int(unstructuredInt(it.Object, "status", "killsObserved"))
 	}

@@ -54,6 +54,12 @@ type APIServerOptions struct {
 	// the flags that connect it; Configure does not apply then.
 	WebhookBinary string
 	WebhookArgs   []string
+	// WebhookReplicas, with WebhookBinary, runs that many webhook
+	// processes behind a Balancer, the stand-in for kube-proxy in front
+	// of the chart's Deployment: the webhook configurations name the
+	// balancer's address, and each connection of the API server goes to
+	// one replica. 0 runs one process the API server calls directly.
+	WebhookReplicas int
 	// Dir holds the processes' logs and kubeconfig; default a temporary
 	// directory that Stop removes.
 	Dir string
@@ -81,6 +87,14 @@ type APIServer struct {
 	// with; Webhook is the graceguard process (WebhookBinary) instead.
 	ServerConfig server.Config
 	Webhook      *Process
+	// Replicas are the webhook processes (WebhookReplicas; Webhook is the
+	// first), each with its own address (ReplicaAddrs: what the balancer
+	// forwards to) and metrics URL (ReplicaMetrics); Balancer is in front
+	// of them.
+	Replicas       []*Process
+	ReplicaAddrs   []string
+	ReplicaMetrics []string
+	Balancer       *Balancer
 	// WebhookURL is https://127.0.0.1:PORT, the graceguard server.
 	WebhookURL string
 	// CA trusts the graceguard server's certificate, which is in CertDir.
@@ -120,13 +134,19 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (_ *APIServer, err 
 	if err != nil {
 		return nil, err
 	}
+	a := &APIServer{o: o, done: make(chan error, 1)}
 	base := "https://127.0.0.1:" + strconv.Itoa(port)
+	if o.WebhookBinary != "" && o.WebhookReplicas > 0 {
+		if a.Balancer, err = NewBalancer(); err != nil {
+			return nil, err
+		}
+		base = "https://" + a.Balancer.Addr()
+	}
 	hooks.PointAt(base)
 	if o.EditWebhooks != nil {
 		o.EditWebhooks(&hooks)
 	}
-
-	a := &APIServer{Webhooks: hooks, WebhookURL: base, o: o, done: make(chan error, 1)}
+	a.Webhooks, a.WebhookURL = hooks, base
 	if a.o.Dir == "" {
 		if a.tmpDir, err = os.MkdirTemp("", "graceguard-apiserver-"); err != nil {
 			return nil, err
@@ -165,7 +185,11 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (_ *APIServer, err 
 	if o.Alone {
 		return a, nil
 	}
-	if o.WebhookBinary != "" {
+	if o.WebhookBinary != "" && o.WebhookReplicas > 0 {
+		if err := a.startReplicas(ctx, port); err != nil {
+			return a, err
+		}
+	} else if o.WebhookBinary != "" {
 		if a.Webhook, err = a.StartWebhook("graceguard webhook", port, o.WebhookArgs...); err != nil {
 			return a, err
 		}
@@ -226,24 +250,75 @@ func (a *APIServer) startInProcess(port int) error {
 	return nil
 }
 
+// startReplicas starts WebhookReplicas webhook processes, the first on
+// port, waits until each is ready (its /readyz, as the kubelet's probe
+// decides when kube-proxy routes to a Pod), then routes the balancer to
+// all of them.
+func (a *APIServer) startReplicas(ctx context.Context, port int) error {
+	var health []int
+	for i := range a.o.WebhookReplicas {
+		p := port
+		if i > 0 {
+			var err error
+			if p, err = freeport.Get(); err != nil {
+				return err
+			}
+		}
+		proc, metrics, h, err := a.startWebhook(fmt.Sprintf("graceguard webhook %d", i+1), p, a.o.WebhookArgs...)
+		if err != nil {
+			return err
+		}
+		a.Replicas = append(a.Replicas, proc)
+		a.ReplicaAddrs = append(a.ReplicaAddrs, "127.0.0.1:"+strconv.Itoa(p))
+		a.ReplicaMetrics = append(a.ReplicaMetrics, metrics)
+		health = append(health, h)
+	}
+	a.Webhook = a.Replicas[0]
+	deadline := time.Now().Add(90 * time.Second)
+	for i, h := range health {
+		for Readyz(h) != http.StatusOK {
+			if err := a.Replicas[i].Exited(); err != nil {
+				return err
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s not ready within 90s; its log %s ends with:\n%s", a.Replicas[i].Name, a.Replicas[i].Log, logs.Tail(a.Replicas[i].Log, 15))
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+	a.Balancer.SetBackends(a.ReplicaAddrs...)
+	return nil
+}
+
 // StartWebhook runs the webhook binary (WebhookBinary) as another process
 // serving on port with the API server's serving certificate, as a user of
 // its own (in system:masters) from a kubeconfig, as `--kubeconfig` users
 // do; extra flags follow the ones that connect it. Stop stops it.
 func (a *APIServer) StartWebhook(name string, port int, extra ...string) (*Process, error) {
+	p, _, _, err := a.startWebhook(name, port, extra...)
+	return p, err
+}
+
+// startWebhook is StartWebhook, also returning the process's metrics URL
+// and health port (extra flags may move either).
+func (a *APIServer) startWebhook(name string, port int, extra ...string) (_ *Process, metricsURL string, healthPort int, _ error) {
 	kubeconfig, err := a.Kubeconfig("graceguard")
 	if err != nil {
-		return nil, err
+		return nil, "", 0, err
 	}
 	health, err := freeport.Get()
 	if err != nil {
-		return nil, err
+		return nil, "", 0, err
 	}
 	metricsPort, err := freeport.Get()
 	if err != nil {
-		return nil, err
+		return nil, "", 0, err
 	}
-	return a.StartProcess(name, a.o.WebhookBinary, append([]string{
+	p, err := a.StartProcess(name, a.o.WebhookBinary, append([]string{
 		"--kubeconfig=" + kubeconfig,
 		"--cert-dir=" + a.CertDir,
 		"--port=" + strconv.Itoa(port),
@@ -253,6 +328,7 @@ func (a *APIServer) StartWebhook(name string, port int, extra ...string) (*Proce
 		"--shutdown-delay=0s",
 		"--drain-timeout=5s",
 	}, extra...)...)
+	return p, "http://127.0.0.1:" + strconv.Itoa(metricsPort) + "/metrics", health, err
 }
 
 // Kubeconfig adds user to the API server, in system:masters, and returns
@@ -329,6 +405,11 @@ func (a *APIServer) WaitMutating(ctx context.Context, timeout time.Duration) err
 
 // stopped says how graceguard stopped, or returns nil while it serves.
 func (a *APIServer) stopped() error {
+	for _, p := range a.Replicas {
+		if err := p.Exited(); err != nil {
+			return err
+		}
+	}
 	if a.Webhook != nil {
 		return a.Webhook.Exited()
 	}
@@ -423,6 +504,9 @@ func (a *APIServer) Stop() error {
 			errs = append(errs, errors.New("graceguard did not stop within 30s"))
 		}
 		a.cancel = nil
+	}
+	if a.Balancer != nil {
+		errs = append(errs, a.Balancer.Close())
 	}
 	for _, p := range a.procs {
 		if err := p.Stop(); err != nil {

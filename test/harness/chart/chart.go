@@ -93,35 +93,51 @@ func WebhookContainer(releaseName, namespace string, values map[string]any) (cor
 // container called name of the Deployments it renders: "webhook", or
 // "observer" (`webhook observe`).
 func Container(releaseName, namespace string, values map[string]any, name string) (corev1.Container, error) {
-	manifest, err := Render(releaseName, namespace, values)
+	d, err := Deployment(releaseName, namespace, values, name)
 	if err != nil {
 		return corev1.Container{}, err
+	}
+	for _, c := range d.Spec.Template.Spec.Containers {
+		if c.Name == name {
+			return c, nil
+		}
+	}
+	return corev1.Container{}, fmt.Errorf("the chart rendered no Deployment with a container named %s", name)
+}
+
+// Deployment renders the chart like `helm template` and returns the
+// Deployment that has a container called container (its replicas, its
+// Pod's resources).
+func Deployment(releaseName, namespace string, values map[string]any, container string) (*appsv1.Deployment, error) {
+	manifest, err := Render(releaseName, namespace, values)
+	if err != nil {
+		return nil, err
 	}
 	rd := utilyaml.NewYAMLReader(bufioReader(manifest))
 	for {
 		doc, err := rd.Read()
 		if err == io.EOF {
-			return corev1.Container{}, fmt.Errorf("the chart rendered no Deployment with a container named %s", name)
+			return nil, fmt.Errorf("the chart rendered no Deployment with a container named %s", container)
 		}
 		if err != nil {
-			return corev1.Container{}, err
+			return nil, err
 		}
 		var meta struct {
 			Kind string `json:"kind"`
 		}
 		if err := yaml.Unmarshal(doc, &meta); err != nil {
-			return corev1.Container{}, err
+			return nil, err
 		}
 		if meta.Kind != "Deployment" {
 			continue
 		}
 		d := &appsv1.Deployment{}
 		if err := yaml.UnmarshalStrict(doc, d); err != nil {
-			return corev1.Container{}, err
+			return nil, err
 		}
 		for _, c := range d.Spec.Template.Spec.Containers {
-			if c.Name == name {
-				return c, nil
+			if c.Name == container {
+				return d, nil
 			}
 		}
 	}

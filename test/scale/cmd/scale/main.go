@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -47,6 +48,12 @@ func run(args []string) int {
 	fs.IntVar(&o.EmptyNamespaces, "empty-namespaces", o.EmptyNamespaces, "opted-in namespaces holding nothing (what a namespace costs the caches)")
 	fs.IntVar(&o.JobParallelism, "job-parallelism", o.JobParallelism, "Pods of the Job fan-out, created at once in each arm (0: none)")
 	fs.IntVar(&o.JobRunSeconds, "job-run-seconds", o.JobRunSeconds, "how long each Job Pod runs before it completes")
+	fs.IntVar(&o.ScaleOut, "scale-out", o.ScaleOut, "Pods a Deployment is scaled out to from 0 in each arm, after the Job (0: none)")
+	fs.Func("burst-replicas", fmt.Sprintf("graceguard's webhook replicas in its burst arms, one arm each, comma-separated, each 1 to %d (default %s)", scale.MaxReplicas, intList(o.BurstReplicas)), func(v string) error {
+		var err error
+		o.BurstReplicas, err = parseInts(v)
+		return err
+	})
 	fs.IntVar(&o.ClientPods, "client-pods", o.ClientPods, "bare Pods created by the clients in each arm (0: none)")
 	fs.IntVar(&o.Clients, "clients", o.Clients, "concurrent clients creating the bare Pods (and the nodes, namespaces and Deployments)")
 	fs.Float64Var(&o.RestartFraction, "restart-fraction", o.RestartFraction, "fraction of the Deployments the churn restarts")
@@ -100,6 +107,27 @@ func run(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// parseInts reads a comma-separated list of whole numbers.
+func parseInts(v string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("%q: want whole numbers separated by commas, such as 2,3", v)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func intList(vs []int) string {
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = strconv.Itoa(v)
+	}
+	return strings.Join(s, ",")
 }
 
 // scenarioArg is the value of -scale among args (default smoke), read
