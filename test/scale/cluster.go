@@ -210,6 +210,10 @@ func startCluster(ctx context.Context, o Options, dir, webhookBin string, chartD
 	c.APIServer, err = apiserver.StartAPIServer(ctx, apiserver.APIServerOptions{
 		AssetsDir: o.Assets, ReleaseNamespace: releaseNamespace, Dir: dir, WebhookBinary: webhookBin,
 		WebhookArgs: chartDefaults.WebhookArgs, WebhookReplicas: o.WebhookProcesses(chartDefaults.WebhookReplicas),
+		// etcd's default quota is 2 GiB, which the full scenario's Pods
+		// and their revisions between compactions can pass; 8 GiB is the
+		// largest etcd recommends, what large clusters run with.
+		EtcdFlags: map[string]string{"quota-backend-bytes": strconv.Itoa(8 << 30)},
 	})
 	if err != nil {
 		return nil, err

@@ -116,7 +116,8 @@ var Scenarios = map[string]Options{
 		JobParallelism: 5000, JobRunSeconds: 120, ScaleOut: 5000, BurstReplicas: []int{2, 3}, ClientPods: 2000, Clients: 16,
 		RestartFraction: 0.1, Deletions: 1000, Failover: true,
 		DrainSeconds: 2, SlowDeployments: 1, SlowDrainSeconds: 30, MaxWork: "5s",
-		Timeout: 30 * time.Minute,
+		// 50,000 Pods at 30 a second take 28 minutes.
+		Timeout: 90 * time.Minute,
 	},
 }
 

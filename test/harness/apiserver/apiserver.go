@@ -70,9 +70,10 @@ type APIServerOptions struct {
 	// themselves (the chart, with Helm); the options above do not apply.
 	Alone bool
 	// CRDDirs hold more CustomResourceDefinitions to install, and
-	// APIServerFlags are more kube-apiserver flags.
+	// APIServerFlags and EtcdFlags are more kube-apiserver and etcd flags.
 	CRDDirs        []string
 	APIServerFlags map[string]string
+	EtcdFlags      map[string]string
 }
 
 // APIServer is a running API server with graceguard admitting Pods.
@@ -166,6 +167,14 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (_ *APIServer, err 
 	}
 	for k, v := range o.APIServerFlags {
 		a.Env.ControlPlane.GetAPIServer().Configure().Set(k, v)
+	}
+	if len(o.EtcdFlags) > 0 {
+		if a.Env.ControlPlane.Etcd == nil {
+			a.Env.ControlPlane.Etcd = &envtest.Etcd{}
+		}
+		for k, v := range o.EtcdFlags {
+			a.Env.ControlPlane.Etcd.Configure().Set(k, v)
+		}
 	}
 	defer func() {
 		if err != nil {
