@@ -108,7 +108,7 @@ bench: ## Benchmark engine and handlers, the webhook under TLS load next to a no
 
 SCALE ?= smoke
 .PHONY: scale
-scale: ## Scale harness (test/scale): kube-apiserver, controllers and scheduler with graceguard as the chart installs it, kwok (built once into bin/) simulating nodes and kubelets that shut Pods down, and the observer; SCALE=smoke (CI, minutes) or full (issue 23's size, hours); writes docs/scale.{md,json} (SCALE_ARGS=-out DIR elsewhere).
+scale: ## Scale harness (test/scale): kube-apiserver, controllers and scheduler with graceguard as the chart installs it, kwok (built once into bin/) simulating nodes and kubelets that shut Pods down, and the observer; SCALE=smoke (CI, minutes) or full (issue 23's size, about 90 minutes); writes docs/scale.{md,json} (SCALE_ARGS=-out DIR elsewhere).
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh kube-controller-manager kube-scheduler)" $(GO) -C test run ./scale/cmd/scale -scale=$(SCALE) $(SCALE_ARGS)
 
 .PHONY: fuzz

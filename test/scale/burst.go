@@ -254,7 +254,9 @@ func (rn *runner) measureBurst(ctx context.Context, kind, ns string, n int, do f
 }
 
 // connectionCounters are graceguard's connection counters between two
-// scrapes of every replica, zeros included.
+// scrapes of every replica: refused, aborted handshakes, and evictions by
+// the state of the connection evicted, every state's even when zero (a
+// burst that evicts none says so).
 func connectionCounters(before, after exposition) map[string]float64 {
 	out := map[string]float64{}
 	for key, family := range map[string]string{"refused": server.ConnectionsRefusedName, "TLS handshakes aborted": server.HandshakesAbortedName} {

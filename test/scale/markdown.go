@@ -140,7 +140,8 @@ func (r *Results) loadTable() *table {
 	t.Add("Job fan-out, per arm", fmt.Sprintf("%s Pods at once (parallelism = completions), each running %d s", count(float64(o.JobParallelism)), o.JobRunSeconds))
 	t.Add("Deployment scale-out, per arm", fmt.Sprintf("0 to %s typical Pods", count(float64(o.ScaleOut))))
 	t.Add("bare Pods, per arm", fmt.Sprintf("%s by %d concurrent clients", count(float64(o.ClientPods)), o.Clients))
-	t.Add("churn", fmt.Sprintf("%d of %d Deployments restarted (%.0f%%), %d Pods of the others deleted", o.Restarted(), o.Deployments(), 100*o.RestartFraction, o.Deletions))
+	t.Add("churn", fmt.Sprintf("%d of %d Deployments restarted (%.0f%%; %d of them drain past the grace), %d Pods of the others deleted",
+		o.Restarted(), o.Deployments(), 100*o.RestartFraction, slowRestarted(o), o.Deletions))
 	t.Add("`graceguard.io/max-work` of the workloads", o.MaxWork)
 	return t
 }

@@ -499,6 +499,18 @@ func (rn *runner) settle(ctx context.Context, workload []string) (int, error) {
 	}
 }
 
+// slowRestarted is how many of the Deployments a churn restarts drain past
+// the grace.
+func slowRestarted(o Options) int {
+	n := 0
+	for _, g := range restartSet(o) {
+		if g%o.DeploymentsPerNamespace < o.SlowDeployments {
+			n++
+		}
+	}
+	return n
+}
+
 // restartSet is the global indexes of the Deployments a churn restarts,
 // spread evenly over them.
 func restartSet(o Options) []int {
@@ -583,19 +595,7 @@ func (rn *runner) admission(ctx context.Context, api0, gg0 exposition) error {
 			a.Rejected[k] = v
 		}
 	}
-	a.Connections = map[string]float64{}
-	for key, family := range map[string]string{"refused": server.ConnectionsRefusedName, "TLS handshakes aborted": server.HandshakesAbortedName} {
-		a.Connections[key] = gg1.sum(family, nil) - gg0.sum(family, nil)
-	}
-	// Every state a connection can be evicted in, zeros too: a burst that
-	// evicts none says so.
-	evicted := deltaMap(gg1.by(server.ConnectionsEvictedName, nil, "state"), gg0.by(server.ConnectionsEvictedName, nil, "state"))
-	for _, state := range []string{"pending", "idle", "queued"} {
-		a.Connections["evicted while "+state] = evicted[state]
-	}
-	for state, v := range evicted {
-		a.Connections["evicted while "+state] = v
-	}
+	a.Connections = connectionCounters(gg0, gg1)
 	a.Connections["peak open on one replica"] = gg1.max(server.ConnectionsPeakName)
 	created := map[string]string{"verb": "POST", "resource": "pods", "subresource": "", "code": "201"}
 	a.PodsCreated = api1.sum("apiserver_request_total", created) - api0.sum("apiserver_request_total", created)

@@ -165,8 +165,14 @@ func (b *Balancer) forward(c net.Conn) {
 		delete(b.open, c)
 		b.mu.Unlock()
 	}()
+	pipe(c, up)
+}
+
+// pipe copies both ways between a and b until either side closes or
+// fails; the caller closes both.
+func pipe(a, b net.Conn) {
 	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(b, a); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(a, b); done <- struct{}{} }()
 	<-done
 }
