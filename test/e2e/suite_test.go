@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -241,6 +242,7 @@ var _ = ReportAfterEach(func(r SpecReport) {
 		if len(s.Failure) > 2000 {
 			s.Failure = s.Failure[:2000] + "..."
 		}
+		s.Graceguard = graceguardState()
 	}
 	ev.Specs = append(ev.Specs, s)
 })
@@ -268,6 +270,61 @@ var _ = ReportAfterSuite("evidence", func(r Report) {
 	}
 	fmt.Fprintf(os.Stderr, "evidence: %s (passed=%v)\n", path, ev.Passed)
 })
+
+// graceguardState is one line on graceguard's Pods (phase, readiness,
+// restarts, how each last stopped) and the latest warnings in its
+// namespace, for a failed spec's evidence.
+func graceguardState() string {
+	if kube == nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pods, err := kube.CoreV1().Pods(releaseNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Sprintf("listing its Pods: %v", err)
+	}
+	var parts []string
+	for _, p := range pods.Items {
+		ready := false
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady {
+				ready = c.Status == corev1.ConditionTrue
+			}
+		}
+		part := fmt.Sprintf("%s %s ready=%v", p.Name, p.Status.Phase, ready)
+		if p.DeletionTimestamp != nil {
+			part += " terminating"
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.RestartCount == 0 {
+				continue
+			}
+			part += fmt.Sprintf(" restarts=%d", cs.RestartCount)
+			if t := cs.LastTerminationState.Terminated; t != nil {
+				part += fmt.Sprintf(" (last: %s, exit %d, %s)", t.Reason, t.ExitCode, t.FinishedAt.UTC().Format("15:04:05"))
+			}
+		}
+		parts = append(parts, part)
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "no Pods in "+releaseNS)
+	}
+	events, err := kube.CoreV1().Events(releaseNS).List(ctx, metav1.ListOptions{FieldSelector: "type=Warning"})
+	if err == nil && len(events.Items) > 0 {
+		items := events.Items
+		sort.Slice(items, func(i, j int) bool { return eventTime(items[i]).Before(eventTime(items[j])) })
+		items = items[max(0, len(items)-3):]
+		for _, e := range items {
+			msg := e.Message
+			if len(msg) > 160 {
+				msg = msg[:160] + "..."
+			}
+			parts = append(parts, fmt.Sprintf("warning %s %s x%d at %s: %s", e.InvolvedObject.Name, e.Reason, max(e.Count, 1), eventTime(e).UTC().Format("15:04:05"), msg))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
 
 func fillEnv(ctx context.Context) {
 	e := &ev.Env

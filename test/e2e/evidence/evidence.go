@@ -137,6 +137,11 @@ type Spec struct {
 	State    string `json:"state"` // passed, failed, skipped, interrupted, ...
 	Duration Secs   `json:"durationSeconds"`
 	Failure  string `json:"failure,omitempty"`
+	// Graceguard is the state of graceguard's Pods when the spec failed
+	// (phase, readiness, restarts, last termination) and the namespace's
+	// latest warnings: a failure on a machine nobody can log into still
+	// says whether graceguard was serving.
+	Graceguard string `json:"graceguard,omitempty"`
 }
 
 // Runner is what the runner (make e2e) adds: the cluster's lifetime.

@@ -229,5 +229,30 @@ func report(root, out string, rn *evidence.Runner, docs string) int {
 }
 
 func summaryText(r *evidence.Run) string {
-	return fmt.Sprintf("e2e evidence summary (passed=%v)\n", r.Passed) + evidence.Summary(r)
+	return fmt.Sprintf("e2e evidence summary (passed=%v)\n", r.Passed) + evidence.Summary(r) + failures(r)
+}
+
+// failures is, for each spec that did not pass, the start of its failure
+// and graceguard's state at that moment: the end of the output is often
+// all that is kept of a CI run.
+func failures(r *evidence.Run) string {
+	var b strings.Builder
+	for _, s := range r.Specs {
+		switch s.State {
+		case "passed", "skipped", "pending":
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("\nSpecs that did not pass:\n")
+		}
+		msg := strings.Join(strings.Fields(s.Failure), " ")
+		if len(msg) > 400 {
+			msg = msg[:400] + "..."
+		}
+		fmt.Fprintf(&b, "- %s (%s): %s\n", s.Name, s.State, msg)
+		if s.Graceguard != "" {
+			fmt.Fprintf(&b, "  graceguard: %s\n", s.Graceguard)
+		}
+	}
+	return b.String()
 }
