@@ -286,13 +286,7 @@ func graceguardState() string {
 	}
 	var parts []string
 	for _, p := range pods.Items {
-		ready := false
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady {
-				ready = c.Status == corev1.ConditionTrue
-			}
-		}
-		part := fmt.Sprintf("%s %s ready=%v", p.Name, p.Status.Phase, ready)
+		part := fmt.Sprintf("%s %s ready=%v", p.Name, p.Status.Phase, podReady(&p))
 		if p.DeletionTimestamp != nil {
 			part += " terminating"
 		}
