@@ -30,6 +30,7 @@ const (
 	NodeShutdownGracePeriod             = "node-shutdown-grace-period"
 	NodeShutdownGracePeriodCriticalPods = "node-shutdown-grace-period-critical-pods"
 	NodeShutdownCeilingAction           = "node-shutdown-ceiling-action"
+	UntreatedPods                       = "untreated-pods"
 )
 
 // termDefaults names the flag of each budget term's cluster default: the

@@ -198,7 +198,7 @@ func Process(d Document, ns mutate.Namespace, opts mutate.Options) (Result, erro
 	if err != nil {
 		return res, err
 	}
-	res.Validation = mutate.Validate(vt, ns, opts)
+	res.Validation = mutate.ValidateMutated(vt, ns, opts)
 	return res, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -51,7 +52,7 @@ func execLength(cmd []string) hookLength {
 	if len(cmd) == 0 {
 		return hookLength{Desc: desc}
 	}
-	if path.Base(cmd[0]) == "sleep" {
+	if path.Base(cmd[0]) == SleepCommand {
 		d, ok := sleepArgs(cmd[1:])
 		return hookLength{D: d, Known: ok, Desc: desc}
 	}
@@ -62,15 +63,21 @@ func execLength(cmd []string) hookLength {
 	return hookLength{Desc: desc}
 }
 
+// SleepCommand is the program whose operands are a hook's length: exec
+// ["sleep", "N"], ["/bin/sleep", "N"], or a shell script of sleeps.
+const SleepCommand = "sleep"
+
+// Shells are the shells whose `-c` script graceguard reads (also through
+// busybox: `busybox sh -c`). pkg/cel reads the same list.
+var Shells = []string{"sh", "bash", "ash", "dash", "zsh"}
+
 // shellScript returns the script of `sh -c SCRIPT` (also bash, ash, dash,
 // zsh, and combined flags like -ec).
 func shellScript(cmd []string) (string, bool) {
 	if len(cmd) < 3 {
 		return "", false
 	}
-	switch path.Base(cmd[0]) {
-	case "sh", "bash", "ash", "dash", "zsh", "busybox":
-	default:
+	if base := path.Base(cmd[0]); base != "busybox" && !slices.Contains(Shells, base) {
 		return "", false
 	}
 	i := 1
@@ -105,7 +112,7 @@ func scriptLength(script string) (time.Duration, bool) {
 		if f[0] == "exec" {
 			f = f[1:]
 		}
-		if len(f) > 0 && path.Base(f[0]) == "sleep" {
+		if len(f) > 0 && path.Base(f[0]) == SleepCommand {
 			if d, ok := sleepArgs(f[1:]); ok {
 				total = saturatingAdd(total, d)
 				continue

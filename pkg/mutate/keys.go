@@ -35,6 +35,6 @@ const (
 	// graceguard.io/max-work: auto takes.
 	AnnotationMaxWorkFloor   = "graceguard.io/max-work-floor"
 	AnnotationMaxWorkCeiling = "graceguard.io/max-work-ceiling"
-	annotationMirror         = "kubernetes.io/config.mirror"
+	AnnotationMirror         = "kubernetes.io/config.mirror"
 	defaultGracePeriodSecond = 30
 )

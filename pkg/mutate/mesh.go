@@ -913,6 +913,6 @@ func checkMeshWait(t Target, s Settings, r *Report) {
 	}
 	if g := t.grace(); *m.linkerdWait >= g {
 		r.deny(DenyHookExceedsGrace, field.Invalid(m.linkerdWaitPath, strconv.FormatInt(*m.linkerdWait, 10),
-			fmt.Sprintf("must be shorter than terminationGracePeriodSeconds (%ds): Linkerd makes it the proxy's preStop sleep, which the kubelet kills at %ds (exit 137); shorten it or raise terminationGracePeriodSeconds", g, g)))
+			MsgLinkerdWaitExceedsGrace.Fill("{grace}", strconv.FormatInt(g, 10))))
 	}
 }

@@ -75,7 +75,7 @@ func skip(t Target, ns Namespace, opts Options) Reason {
 	case ns.Labels[LabelInject] != LabelInjectEnabled:
 		return SkipNotOptedIn
 	}
-	if _, mirror := t.Meta.Annotations[annotationMirror]; mirror {
+	if _, mirror := t.Meta.Annotations[AnnotationMirror]; mirror {
 		return SkipMirrorPod
 	}
 	return ""

@@ -3,6 +3,7 @@ package mutate
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,6 +30,10 @@ func (o Options) Validate() error {
 	}
 	if _, err := ParseMode(string(o.Mode)); err != nil {
 		errs = append(errs, flags.Invalid(flags.DefaultMode, string(o.Mode), err))
+	}
+	if o.Untreated != "" && !slices.Contains(UntreatedPolicies, o.Untreated) {
+		errs = append(errs, flags.Invalid(flags.UntreatedPods, string(o.Untreated),
+			fmt.Errorf("want %q or %q", UntreatedDeny, UntreatedAdmit)))
 	}
 	errs = append(errs, o.checkProfiles(), o.checkDefaultProfile(), o.checkCeilings())
 	return errors.Join(errs...)

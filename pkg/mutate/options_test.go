@@ -44,6 +44,8 @@ func TestOptionsValidateNamesTheFlagTheValueAndWhatIsAccepted(t *testing.T) {
 			want: []string{`--prestop-handler: unsupported preStop handler ""`}},
 		{name: "a mode there is none of", edit: func(o *mutate.Options) { o.Mode = "strict" },
 			want: []string{`--default-mode=strict: unsupported mode "strict": want "enforce" or "warn"`}},
+		{name: "an untreated-pods policy there is none of", edit: func(o *mutate.Options) { o.Untreated = "retry" },
+			want: []string{`--untreated-pods=retry: want "deny" or "admit"`}},
 		{name: "a profile given twice", edit: func(o *mutate.Options) {
 			p, _ := budget.ParseProfile("x=1s")
 			o.Profiles = append(o.Profiles, p, p)

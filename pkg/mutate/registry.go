@@ -2,7 +2,6 @@ package mutate
 
 import (
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/graceguard/graceguard/pkg/budget"
@@ -45,13 +44,12 @@ type Key struct {
 	// make generate writes the annotation tables of README.md and
 	// docs/annotations.md from it.
 	Doc *KeyDoc
-	// Proof is the CEL predicate under which the API server's one-call
-	// proof accepts a Pod carrying this annotation with value v (b is the
-	// Pod's budget record, . the chart's root), as Helm template text; ""
-	// leaves such Pods to the validating webhook. make generate writes the
-	// proof's whitelist from it (charts/graceguard/templates/_generated.tpl);
+	// Proof says which values of this annotation the API server's one-call
+	// proof accepts on a Pod carrying graceguard's record (docs/admission.md);
+	// the zero Proof leaves such Pods to the validating webhook. pkg/cel
+	// compiles it to CEL, make generate writes that into the chart, and
 	// test/harness/chart's proof tests hold it to Validate.
-	Proof string
+	Proof Proof
 	// Term is the budget term the key sets, if any.
 	Term budget.Term
 	// set reads a value of the key into the settings, or says what is
@@ -115,7 +113,7 @@ var Keys = []Key{
 			Meaning: "time for routing withdrawal (EndpointSlices, proxies, ingress, load balancers) to converge; becomes the preStop sleep, rounded up to whole seconds",
 			Summary: "time for routing withdrawal to converge; becomes the preStop sleep",
 		},
-		Proof: celDurationOK + " && " + celDuration + " <= duration(" + celTerm("routing") + ")",
+		Proof: Proof{Kind: ProofAtMostTerm},
 		Term:  budget.Routing, set: setTerm(budget.Routing)},
 	{Name: AnnotationRoutingProfile, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
 		Doc: &KeyDoc{
@@ -129,7 +127,7 @@ var Keys = []Key{
 			Meaning: "longest admitted work that must finish after SIGTERM (request timeout, stream, job step); or `auto`: taken from the workload's observed shutdowns at each Pod's creation (see [max-work: auto](#max-work-auto))",
 			Summary: "longest admitted work that must finish after SIGTERM; `auto`: from the workload's observed shutdowns (bounded by `graceguard.io/max-work-floor`, `-ceiling`)",
 		},
-		Proof: "v == '" + MaxWorkAuto + "' || (" + celDurationOK + " && " + celDuration + " == duration(" + celTerm("work") + "))",
+		Proof: Proof{Kind: ProofTerm, Values: []string{MaxWorkAuto}},
 		Term:  budget.Work, set: setMaxWork},
 	{Name: AnnotationMaxWorkFloor, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
 		Doc: &KeyDoc{
@@ -145,11 +143,11 @@ var Keys = []Key{
 		set: setWorkBound(func(s *Settings) (*time.Duration, *at) { return &s.WorkCeiling, &s.ceilingAt })},
 	{Name: AnnotationCleanup, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
 		Doc:   &KeyDoc{Meaning: "closing pools, flushing telemetry", Summary: "closing pools, flushing telemetry"},
-		Proof: celDurationOK + " && " + celDuration + " == duration(" + celTerm("cleanup") + ")",
+		Proof: Proof{Kind: ProofTerm},
 		Term:  budget.Cleanup, set: setTerm(budget.Cleanup)},
 	{Name: AnnotationSafetyMargin, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
 		Doc:   &KeyDoc{Meaning: "slack for what is not measured", Summary: "slack for what is not measured"},
-		Proof: celDurationOK + " && " + celDuration + " == duration(" + celTerm("margin") + ")",
+		Proof: Proof{Kind: ProofTerm},
 		Term:  budget.Margin, set: setTerm(budget.Margin)},
 	{Name: AnnotationPreStop, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
 		Doc: &KeyDoc{
@@ -157,7 +155,7 @@ var Keys = []Key{
 			Summary: "`sleep` (native sleep action), `exec` (`[\"sleep\",\"N\"]`; the sleep action on Windows Pods), `none` (no hook; budget still applies)",
 			Default: "`sleep`", Flag: "--" + flags.PreStopHandler,
 		},
-		Proof: "v in ['" + string(PreStopSleep) + "', '" + string(PreStopExec) + "', '" + string(PreStopNone) + "']",
+		Proof: Proof{Kind: ProofOneOf, Values: []string{string(PreStopSleep), string(PreStopExec), string(PreStopNone)}},
 		set:   setPreStopHandler},
 	{Name: AnnotationContainers, Where: PodAnnotation, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
 		Doc: &KeyDoc{
@@ -172,28 +170,28 @@ var Keys = []Key{
 			Summary: "HTTP path of a readiness probe to add where a container has none",
 			Default: "none",
 		},
-		Proof: celProbePath, set: setProbePath(func(s *Settings) *string { return &s.ReadinessPath })},
+		Proof: Proof{Kind: ProofProbePath}, set: setProbePath(func(s *Settings) *string { return &s.ReadinessPath })},
 	{Name: AnnotationLivenessPath, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
 		Doc: &KeyDoc{
 			Meaning: "HTTP path of a liveness probe to add where a treated container has none: `initialDelaySeconds: 10`, `periodSeconds: 10`, `failureThreshold: 3`; keep it independent of draining",
 			Summary: "HTTP path of a liveness probe to add where a container has none",
 			Default: "none",
 		},
-		Proof: celProbePath, set: setProbePath(func(s *Settings) *string { return &s.LivenessPath })},
+		Proof: Proof{Kind: ProofProbePath}, set: setProbePath(func(s *Settings) *string { return &s.LivenessPath })},
 	{Name: AnnotationProbePort, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
 		Doc: &KeyDoc{
 			Meaning: "port to probe: a number (1-65535) or a port name declared by the container",
 			Summary: "port number or name for those probes",
 			Default: "the container's first declared port",
 		},
-		Proof: `(v.matches(r'^[1-9][0-9]{0,4}$') && int(v) <= 65535) || (v.matches(r'^[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$') && v.matches(r'[a-z]') && !v.contains('--'))`,
+		Proof: Proof{Kind: ProofProbePort},
 		set:   setProbePort},
 	{Name: AnnotationInject, Where: PodAnnotation, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
 		Doc: &KeyDoc{
 			Meaning: "`\"false\"` opts this Pod out of mutation and of the budget check (its preStop hooks are still checked against its grace; the mutating webhook is not even called); `\"true\"` is the same as unset",
 			Summary: "`\"false\"` opts the Pod out of mutation and of the budget check",
 		},
-		Proof: "v == 'true'", set: setInject},
+		Proof: Proof{Kind: ProofOneOf, Values: []string{"true"}}, set: setInject},
 	// graceguard's record of what it applied, which it compares with what
 	// it would write. The proof reads it as the record (b), not here.
 	{Name: AnnotationBudget, Where: PodAnnotation, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
@@ -203,7 +201,7 @@ var Keys = []Key{
 
 	// Kubernetes: mirror Pods are skipped; a ReplicaSet's Pods name their
 	// Deployment's report by the template hash (max-work: auto).
-	{Name: annotationMirror, Where: PodAnnotation, Owner: ownerKubernetes, MaxLength: MaxAnnotationValueLength},
+	{Name: AnnotationMirror, Where: PodAnnotation, Owner: ownerKubernetes, MaxLength: MaxAnnotationValueLength},
 	{Name: LabelPodTemplateHash, Where: PodLabel, Owner: ownerKubernetes, MaxLength: MaxLabelValueLength},
 
 	// Istio.
@@ -232,18 +230,33 @@ var Keys = []Key{
 // podOrNamespace: a key a Pod sets and a Namespace may default.
 const podOrNamespace = PodAnnotation | NamespaceAnnotation
 
-// Helm template text the proof predicates use (the chart defines them in
-// _helpers.tpl): v is a duration graceguard and CEL read alike, within 1h;
-// v as a CEL duration; the record b's term; a probe path.
+// ProofKind is how the one-call proof reads an annotation's value v.
+type ProofKind uint8
+
 const (
-	celDurationOK = `{{ include "graceguard.cel.durationOK" . }}`
-	celDuration   = `{{ include "graceguard.cel.duration" . }}`
+	// ProofNone: the proof accepts no value; the webhook decides.
+	ProofNone ProofKind = iota
+	// ProofAtMostTerm: a duration both graceguard and CEL read alike, at
+	// most 1h and at most the record's value of the key's Term.
+	ProofAtMostTerm
+	// ProofTerm: such a duration equal to the record's value of the Term,
+	// or one of Values.
+	ProofTerm
+	// ProofOneOf: one of Values.
+	ProofOneOf
+	// ProofProbePath: a path validProbePath accepts.
+	ProofProbePath
+	// ProofProbePort: a port parsePort accepts.
+	ProofProbePort
 )
 
-// celProbePath: v is a probe path graceguard accepts (validProbePath).
-var celProbePath = `v.matches(r'^/[!-~]{0,` + strconv.Itoa(MaxProbePathLength-1) + `}$')`
-
-func celTerm(name string) string { return `{{ include "graceguard.cel.term" "` + name + `" }}` }
+// Proof is what the one-call proof accepts of an annotation (Key.Proof).
+type Proof struct {
+	Kind ProofKind
+	// Values are the exact values accepted (ProofOneOf), or accepted
+	// besides a duration (ProofTerm: max-work's auto).
+	Values []string
+}
 
 // LookupKey returns the key named name if graceguard reads it in m.
 // A name may have a row for each place (graceguard.io/inject is a

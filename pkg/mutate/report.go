@@ -63,6 +63,9 @@ const (
 	// WarnWindowsSleepAction: the exec handler was asked for a Windows
 	// Pod, which gets the sleep action instead (windows.go).
 	WarnWindowsSleepAction Reason = "windows-sleep-action"
+	// WarnUntreated: the validating webhook admitted a Pod graceguard's
+	// mutating webhook did not treat (Options.Untreated is UntreatedAdmit).
+	WarnUntreated Reason = "admitted-untreated"
 )
 
 // Why an object is denied (or, in warn mode, would be).
@@ -93,6 +96,7 @@ var AllReasons = []Reason{
 	ChangePreStop, ChangeGrace, ChangeReadiness, ChangeLiveness, ChangeBudget, ChangeTreated, ChangeProxyWait, ChangeMeshAnnotation,
 	WarnShellForm, WarnLivenessIsReadiness, WarnNoReadiness, WarnHookUnknownLength, WarnNoProbePort, WarnWouldChange, WarnAutoWork,
 	WarnMeshProbes, WarnOverCeiling, WarnMeshSettingIgnored, WarnMeshProxyNamed, WarnZeroGraceRaised, WarnHookBinaryMissing, WarnWindowsSleepAction,
+	WarnUntreated,
 	DenyHookExceedsGrace, DenyBudgetExceedsGrace, DenyBudgetOverCap, DenyInvalidAnnotation, DenyInvalidNamespace, DenyNotMutated, DenyTooManyContainers, DenyTooLarge,
 	DenyProxyExitsEarly, DenyInvalidMeshSetting, DenyOverCeiling, DenyStopSignalKills,
 }

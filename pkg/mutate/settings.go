@@ -87,6 +87,37 @@ type Options struct {
 	// Ceilings are the platform limits budgets are checked against besides
 	// MaxGrace (Karpenter's, graceful node shutdown's).
 	Ceilings []budget.Ceiling
+	// Untreated is what Validate does with a Pod in enforce mode that
+	// graceguard's mutating webhook did not treat (Treated is false): ""
+	// or UntreatedDeny, UntreatedAdmit.
+	Untreated UntreatedPolicy
+}
+
+// UntreatedPolicy is what the Pod validating webhook does with a Pod
+// graceguard's mutating webhook did not treat: its call failed or was
+// shed, and failed open.
+type UntreatedPolicy string
+
+const (
+	// UntreatedDeny refuses it as not-mutated, with whatever else its
+	// budget breaks: its controller retries, and the retry is mutated.
+	// The webhooks fail closed.
+	UntreatedDeny UntreatedPolicy = "deny"
+	// UntreatedAdmit judges it only as an opted-out Pod is (its hooks
+	// against its grace, its stop signals, its annotations) and admits it
+	// with the warning admitted-untreated: graceguard degrades, and never
+	// refuses a Pod for its own unavailability. The webhooks fail open.
+	UntreatedAdmit UntreatedPolicy = "admit"
+)
+
+// UntreatedPolicies lists the accepted policies.
+var UntreatedPolicies = []UntreatedPolicy{UntreatedDeny, UntreatedAdmit}
+
+// Treated reports whether a Pod's annotations carry graceguard's record,
+// which its mutating webhook writes on every Pod it admits in enforce
+// mode.
+func Treated(annotations map[string]string) bool {
+	return annotations[AnnotationBudget] != ""
 }
 
 // DefaultOptions are the documented defaults: the budget sums to 30s, the
@@ -102,6 +133,7 @@ func DefaultOptions() Options {
 		PreStop:            PreStopSleep,
 		MaxGrace:           10 * time.Minute,
 		Mode:               ModeEnforce,
+		Untreated:          UntreatedDeny,
 		ExcludedNamespaces: []string{"kube-system"},
 		Profiles:           budget.BuiltinProfiles(),
 	}

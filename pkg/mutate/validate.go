@@ -2,6 +2,8 @@ package mutate
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -34,6 +36,15 @@ func Validate(t Target, ns Namespace, opts Options) *Report {
 	return r
 }
 
+// ValidateMutated is Validate of a target graceguard's mutating webhook
+// has just decided on (Mutate, or the webhook refusing it): treated,
+// whatever opts.Untreated says, as the mutating webhook itself and the
+// plugin's simulation of both webhooks judge it.
+func ValidateMutated(t Target, ns Namespace, opts Options) *Report {
+	opts.Untreated = UntreatedDeny
+	return Validate(t, ns, opts)
+}
+
 func validate(t Target, ns Namespace, opts Options) *Report {
 	r, s, bad, p := begin(t, ns, opts, StageValidate)
 	if r.Skip != "" {
@@ -45,6 +56,20 @@ func validate(t Target, ns Namespace, opts Options) *Report {
 		r.Violations = append(r.Violations, unreadFindings(t)...)
 		checkHooks(t, r)
 		checkMeshWait(t, s, r)
+		return r
+	}
+	if opts.Untreated == UntreatedAdmit && !t.Template && s.Mode == ModeEnforce && !Treated(t.Meta.Annotations) {
+		// graceguard's mutating webhook failed open for it: judged as an
+		// opted-out Pod is, so graceguard's own unavailability never
+		// refuses a Pod (what its annotations say wrong still does, as the
+		// mutating webhook would have).
+		r.Violations = bad
+		checkHooks(t, r)
+		checkMeshWait(t, s, r)
+		if !r.Denied() {
+			r.warn(WarnUntreated, t.MetaPath.Child("annotations").Key(AnnotationBudget), "",
+				"mutating webhook did not run (down or overloaded): no budget added")
+		}
 		return r
 	}
 	// A template, and a warn-mode Pod, are checked as mutation would leave
@@ -142,8 +167,7 @@ func checkHooks(t Target, r *Report) {
 				r.Unlisted++
 			} else {
 				r.deny(DenyHookExceedsGrace, field.Invalid(path().Child("lifecycle", "preStop"), hl.Desc,
-					fmt.Sprintf("must be shorter than terminationGracePeriodSeconds (%ds): the hook runs inside it and is killed at %ds (exit 137); shorten the hook or raise terminationGracePeriodSeconds",
-						grace, grace)))
+					MsgHookExceedsGrace.Fill("{grace}", strconv.FormatInt(grace, 10))))
 			}
 		}
 		for _, pr := range []struct {
@@ -162,8 +186,7 @@ func checkHooks(t Target, r *Report) {
 				continue
 			}
 			r.deny(DenyHookExceedsGrace, field.Invalid(path().Child(pr.name, "terminationGracePeriodSeconds"), pg,
-				fmt.Sprintf("must be longer than the preStop hook (%s): a %s kill gives the container only this long, hook included",
-					formatHook(hl.D), pr.name)))
+				MsgHookExceedsProbeGrace.Fill("{hook}", formatHook(hl.D), "{probe}", pr.name)))
 		}
 	}
 	for i := range t.Spec.InitContainers {
@@ -176,19 +199,26 @@ func checkHooks(t Target, r *Report) {
 	}
 }
 
-// Stop signals no process can catch or ignore: with either, the app never
-// drains. SIGKILL ends it at once; SIGSTOP freezes it, requests in flight,
-// until the runtime's SIGKILL at the end of the grace period.
-var noDrainSignals = map[corev1.Signal]string{
+// NoDrainSignals are the stop signals no process can catch or ignore, with
+// what each does: with either, the app never drains. SIGKILL ends it at
+// once; SIGSTOP freezes it, requests in flight, until the runtime's SIGKILL
+// at the end of the grace period. pkg/cel reads the same table.
+var NoDrainSignals = map[corev1.Signal]string{
 	corev1.SIGKILL: "it dies at once, its admitted work lost",
 	corev1.SIGSTOP: "it freezes mid-request until SIGKILL at the grace's end",
 }
+
+// The fixes stop-signal-kills offers, on Linux and on Windows Pods.
+const (
+	StopSignalFix        = "remove it or use a signal the app drains on (SIGTERM, SIGINT, SIGQUIT)"
+	StopSignalFixWindows = "remove it or use SIGTERM (Windows allows no other)"
+)
 
 // StopSignalDrains reports whether a container stopped with signal (a
 // lifecycle.stopSignal, "" for none) can drain at all: false for SIGKILL
 // and SIGSTOP, which stop-signal-kills denies.
 func StopSignalDrains(signal string) bool {
-	_, never := noDrainSignals[corev1.Signal(signal)]
+	_, never := NoDrainSignals[corev1.Signal(signal)]
 	return !never
 }
 
@@ -207,18 +237,18 @@ func stopSignal(c *corev1.Container) string {
 // app's choice (one it drains on: SIGQUIT for nginx, SIGINT for many
 // runtimes), and the budget holds for it as for SIGTERM.
 func checkStopSignals(t Target, r *Report) {
-	fix := "remove it or use a signal the app drains on (SIGTERM, SIGINT, SIGQUIT)"
+	fix := StopSignalFix
 	if t.Spec.OS != nil && t.Spec.OS.Name == corev1.Windows {
-		fix = "remove it or use SIGTERM (Windows allows no other)"
+		fix = StopSignalFixWindows
 	}
 	check := func(c *corev1.Container, path func() *field.Path) {
 		sig := stopSignal(c)
-		what, ok := noDrainSignals[corev1.Signal(sig)]
+		what, ok := NoDrainSignals[corev1.Signal(sig)]
 		if !ok {
 			return
 		}
 		r.deny(DenyStopSignalKills, field.Invalid(path().Child("lifecycle", "stopSignal"), sig,
-			fmt.Sprintf("container %q gets %s, which no process can catch: %s; %s", clip(c.Name), sig, what, fix)))
+			MsgStopSignalKills.Fill("{name}", strconv.Quote(clip(c.Name)), "{signal}", sig, "{what}", what, "{fix}", fix)))
 	}
 	for i := range t.Spec.InitContainers {
 		if c := &t.Spec.InitContainers[i]; isSidecar(c) {
@@ -228,4 +258,28 @@ func checkStopSignals(t Target, r *Report) {
 	for i := range t.Spec.Containers {
 		check(&t.Spec.Containers[i], func() *field.Path { return t.SpecPath.Child("containers").Index(i) })
 	}
+}
+
+// Message is the detail of a denial the native floor shares with the
+// webhook (pkg/cel), with named holes: Go fills them (Fill), pkg/cel
+// splices CEL into them, so both say the same words.
+type Message string
+
+// The messages the native floor shares with the webhook.
+const (
+	// MsgHookExceedsGrace: {grace} is the grace in whole seconds.
+	MsgHookExceedsGrace Message = "must be shorter than terminationGracePeriodSeconds ({grace}s): the hook runs inside it and is killed at {grace}s (exit 137); shorten the hook or raise terminationGracePeriodSeconds"
+	// MsgHookExceedsProbeGrace: {hook} is the hook's length ("40s"),
+	// {probe} livenessProbe or startupProbe.
+	MsgHookExceedsProbeGrace Message = "must be longer than the preStop hook ({hook}): a {probe} kill gives the container only this long, hook included"
+	// MsgStopSignalKills: {name} is the container's name, quoted; {signal}
+	// the signal, {what} what it does (NoDrainSignals), {fix} the fix.
+	MsgStopSignalKills Message = "container {name} gets {signal}, which no process can catch: {what}; {fix}"
+	// MsgLinkerdWaitExceedsGrace: {grace} is the grace in whole seconds.
+	MsgLinkerdWaitExceedsGrace Message = "must be shorter than terminationGracePeriodSeconds ({grace}s): Linkerd makes it the proxy's preStop sleep, which the kubelet kills at {grace}s (exit 137); shorten it or raise terminationGracePeriodSeconds"
+)
+
+// Fill replaces each hole (a "{name}" of oldnew's pairs) by its value.
+func (m Message) Fill(oldnew ...string) string {
+	return strings.NewReplacer(oldnew...).Replace(string(m))
 }

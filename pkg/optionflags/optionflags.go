@@ -51,6 +51,8 @@ func List(o *mutate.Options) []flags.Flag {
 			Usage: "default preStop hook: sleep (native sleep action), exec (sleep binary in the image) or none"},
 		flags.Flag{Name: flags.DefaultMode, Value: flags.ChoiceValue(&o.Mode, mutate.Modes...),
 			Usage: "mode of opted-in namespaces without a " + mutate.LabelMode + " label: enforce or warn"},
+		flags.Flag{Name: flags.UntreatedPods, Value: flags.ChoiceValue(&o.Untreated, mutate.UntreatedPolicies...),
+			Usage: "what the Pod validating webhook does with a Pod the mutating webhook did not treat (its call failed open): deny (its controller retries) or admit (judged as an opted-out Pod, with a warning)"},
 		flags.Flag{Name: flags.ExcludedNamespaces, Value: flags.List(&o.ExcludedNamespaces),
 			Usage: "namespaces never touched, whatever their labels"},
 		flags.Flag{Name: flags.RoutingProfile, Value: &profilesValue{o: o},

@@ -39,7 +39,7 @@ func mutateThenValidate(t mutate.Target, ns mutate.Namespace, opts mutate.Option
 		return r
 	}
 	// t is the Pod as mutated: Mutate changes it in place in enforce mode.
-	v := mutate.Validate(t, ns, opts)
+	v := mutate.ValidateMutated(t, ns, opts)
 	// A stop signal is judged on the Pod as stored, by the validating
 	// webhook only: the API server drops lifecycle.stopSignal after the
 	// mutating webhooks where its feature gate (ContainerStopSignals, alpha

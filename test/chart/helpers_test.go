@@ -214,6 +214,10 @@ func decodeDoc(t *testing.T, doc string, objects map[string]any, namespaces ...s
 		obj = &admissionv1.MutatingWebhookConfiguration{}
 	case "admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration":
 		obj = &admissionv1.ValidatingWebhookConfiguration{}
+	case "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy":
+		obj = &admissionv1.ValidatingAdmissionPolicy{}
+	case "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding":
+		obj = &admissionv1.ValidatingAdmissionPolicyBinding{}
 	case "apiextensions.k8s.io/v1/CustomResourceDefinition":
 		obj = &apiextensionsv1.CustomResourceDefinition{}
 	case "cert-manager.io/v1/Issuer", "cert-manager.io/v1/Certificate",

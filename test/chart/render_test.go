@@ -2,6 +2,7 @@ package chart_test
 
 import (
 	"encoding/base64"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/graceguard/graceguard/pkg/cel"
 	"github.com/graceguard/graceguard/pkg/mutate"
 )
 
@@ -175,6 +177,7 @@ func TestEveryServerFlagIsRendered(t *testing.T) {
 		"max-grace-period":                         "10m",
 		"prestop-handler":                          "sleep",
 		"default-mode":                             "enforce",
+		"untreated-pods":                           "admit",
 		"excluded-namespaces":                      "kube-system",
 		"enable-http2":                             "false",
 		"zap-log-level":                            "info",
@@ -377,9 +380,9 @@ func TestWebhooksOnlyReachOptedInNamespacesAndNeverGraceguardItself(t *testing.T
 	vw := r.validatingHook(t, "validate-workloads.graceguard.io")
 	hooks := []hook{
 		{m.Name, m.NamespaceSelector, m.ObjectSelector, m.MatchConditions, true, m.SideEffects, m.AdmissionReviewVersions, m.FailurePolicy, m.TimeoutSeconds, admissionv1.Ignore, []string{"not-opted-out"}, false},
-		{vp.Name, vp.NamespaceSelector, vp.ObjectSelector, vp.MatchConditions, true, vp.SideEffects, vp.AdmissionReviewVersions, vp.FailurePolicy, vp.TimeoutSeconds, admissionv1.Fail, []string{"not-proven-by-cel"}, false},
-		{vpw.Name, vpw.NamespaceSelector, vpw.ObjectSelector, vpw.MatchConditions, true, vpw.SideEffects, vpw.AdmissionReviewVersions, vpw.FailurePolicy, vpw.TimeoutSeconds, admissionv1.Fail, nil, true},
-		{vw.Name, vw.NamespaceSelector, vw.ObjectSelector, vw.MatchConditions, false, vw.SideEffects, vw.AdmissionReviewVersions, vw.FailurePolicy, vw.TimeoutSeconds, admissionv1.Fail, nil, false},
+		{vp.Name, vp.NamespaceSelector, vp.ObjectSelector, vp.MatchConditions, true, vp.SideEffects, vp.AdmissionReviewVersions, vp.FailurePolicy, vp.TimeoutSeconds, admissionv1.Ignore, []string{"not-proven-by-cel"}, false},
+		{vpw.Name, vpw.NamespaceSelector, vpw.ObjectSelector, vpw.MatchConditions, true, vpw.SideEffects, vpw.AdmissionReviewVersions, vpw.FailurePolicy, vpw.TimeoutSeconds, admissionv1.Ignore, nil, true},
+		{vw.Name, vw.NamespaceSelector, vw.ObjectSelector, vw.MatchConditions, false, vw.SideEffects, vw.AdmissionReviewVersions, vw.FailurePolicy, vw.TimeoutSeconds, admissionv1.Ignore, nil, false},
 	}
 	for _, h := range hooks {
 		sel := nsSelector(t, h.ns)
@@ -478,8 +481,8 @@ func TestFailurePoliciesAndTimeoutsFromValues(t *testing.T) {
 	r := render(t, `
 webhooks:
   mutatePods: {failurePolicy: Fail, timeoutSeconds: 3}
-  validatePods: {failurePolicy: Ignore, timeoutSeconds: 30}
-  validateWorkloads: {failurePolicy: Ignore, timeoutSeconds: 1}
+  validatePods: {failurePolicy: Fail, timeoutSeconds: 30}
+  validateWorkloads: {failurePolicy: Fail, timeoutSeconds: 1}
 `)
 	m := r.mutating(t).Webhooks[0]
 	vp := r.validatingHook(t, "validate-pods.graceguard.io")
@@ -493,9 +496,9 @@ webhooks:
 		wantT   int32
 	}{
 		{"mutate", m.FailurePolicy, m.TimeoutSeconds, admissionv1.Fail, 3},
-		{"validate pods", vp.FailurePolicy, vp.TimeoutSeconds, admissionv1.Ignore, 30},
-		{"validate pods (warn mode)", vpw.FailurePolicy, vpw.TimeoutSeconds, admissionv1.Ignore, 30},
-		{"validate workloads", vw.FailurePolicy, vw.TimeoutSeconds, admissionv1.Ignore, 1},
+		{"validate pods", vp.FailurePolicy, vp.TimeoutSeconds, admissionv1.Fail, 30},
+		{"validate pods (warn mode)", vpw.FailurePolicy, vpw.TimeoutSeconds, admissionv1.Fail, 30},
+		{"validate workloads", vw.FailurePolicy, vw.TimeoutSeconds, admissionv1.Fail, 1},
 	} {
 		if c.policy == nil || *c.policy != c.want || c.timeout == nil || *c.timeout != c.wantT {
 			t.Errorf("%s: failurePolicy %v timeoutSeconds %v, want %s %d", c.name, c.policy, c.timeout, c.want, c.wantT)
@@ -980,4 +983,84 @@ func TestHardeningOptions(t *testing.T) {
 		}
 		t.Errorf("env %+v has no GRACEGUARD_MEMORY_LIMIT from limits.memory", c.Env)
 	})
+}
+
+// The native floor: a ValidatingAdmissionPolicy on Pods and on every
+// workload graceguard reviews, bound where the webhooks enforce, with the
+// CEL pkg/cel builds; with it the webhooks fail open, and the validating
+// webhook admits what the mutating webhook missed. Off: no policy, and
+// fail-closed webhooks keep refusing it.
+func TestNativeFloor(t *testing.T) {
+	r := render(t, "")
+	p := get[*admissionv1.ValidatingAdmissionPolicy](t, r, "ValidatingAdmissionPolicy", fullname+"-floor")
+	b := get[*admissionv1.ValidatingAdmissionPolicyBinding](t, r, "ValidatingAdmissionPolicyBinding", fullname+"-floor")
+	if b.Spec.PolicyName != p.Name || !slices.Equal(b.Spec.ValidationActions, []admissionv1.ValidationAction{admissionv1.Deny}) {
+		t.Errorf("binding %s: policy %q, actions %v; want %q, [Deny]", b.Name, b.Spec.PolicyName, b.Spec.ValidationActions, p.Name)
+	}
+	if f := p.Spec.FailurePolicy; f == nil || *f != admissionv1.Ignore {
+		t.Errorf("failurePolicy = %v, want Ignore (the default of nativeFloor.failurePolicy)", f)
+	}
+
+	// The rules: Pods CREATE, then the workloads graceguard's table marks
+	// as reviewed, as the workload webhook has them.
+	var got, want []string
+	for _, x := range p.Spec.MatchConstraints.ResourceRules {
+		for _, res := range x.Resources {
+			got = append(got, fmt.Sprintf("%s/%s/%s %v", strings.Join(x.APIGroups, ","), strings.Join(x.APIVersions, ","), res, x.Operations))
+		}
+	}
+	want = append(want, "/v1/pods [CREATE]")
+	for _, w := range mutate.Workloads {
+		if w.Reviewed {
+			want = append(want, fmt.Sprintf("%s/%s/%s [CREATE UPDATE]", w.Group, w.Version, w.Resource))
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("floor rules = %v, want %v", got, want)
+	}
+
+	// Bound to opted-in namespaces in enforce mode only: warn mode warns
+	// through its own webhook, and graceguard never judges its own.
+	sel := nsSelector(t, b.Spec.MatchResources.NamespaceSelector)
+	for _, c := range []struct {
+		labels labels.Set
+		want   bool
+	}{
+		{labels.Set{"kubernetes.io/metadata.name": "shop", "graceguard.io/inject": "enabled"}, true},
+		{labels.Set{"kubernetes.io/metadata.name": "shop", "graceguard.io/inject": "enabled", "graceguard.io/mode": "enforce"}, true},
+		{labels.Set{"kubernetes.io/metadata.name": "shop", "graceguard.io/inject": "enabled", "graceguard.io/mode": "warn"}, false},
+		{labels.Set{"kubernetes.io/metadata.name": "shop"}, false},
+		{labels.Set{"kubernetes.io/metadata.name": "kube-system", "graceguard.io/inject": "enabled"}, false},
+		{labels.Set{"kubernetes.io/metadata.name": namespace, "graceguard.io/inject": "enabled"}, false},
+	} {
+		if sel.Matches(c.labels) != c.want {
+			t.Errorf("floor binding matches %v = %v, want %v", c.labels, !c.want, c.want)
+		}
+	}
+	// Its CEL is pkg/cel's, as generated into the chart.
+	vars := map[string]string{}
+	for _, v := range p.Spec.Variables {
+		vars[v.Name] = v.Expression
+	}
+	for _, v := range cel.FloorVariables() {
+		if vars[v.Name] != v.Expression {
+			t.Errorf("variable %s is not pkg/cel's (make generate)", v.Name)
+		}
+	}
+	if len(p.Spec.Validations) != 1 || p.Spec.Validations[0].MessageExpression != cel.FloorMessage() || p.Spec.Validations[0].Reason == nil || *p.Spec.Validations[0].Reason != metav1.StatusReasonInvalid {
+		t.Errorf("validations = %+v, want one with pkg/cel's message and reason Invalid", p.Spec.Validations)
+	}
+	if f := flags(t, r.container(t)); f["untreated-pods"] != "admit" {
+		t.Errorf("--untreated-pods=%q, want admit while validate-pods fails open", f["untreated-pods"])
+	}
+
+	off := render(t, "nativeFloor: {enabled: false}\nwebhooks: {validatePods: {failurePolicy: Fail}}\n")
+	for _, k := range off.keys() {
+		if strings.HasPrefix(k, "ValidatingAdmissionPolicy") {
+			t.Errorf("nativeFloor.enabled=false rendered %s", k)
+		}
+	}
+	if f := flags(t, off.container(t)); f["untreated-pods"] != "deny" {
+		t.Errorf("--untreated-pods=%q, want deny while validate-pods fails closed", f["untreated-pods"])
+	}
 }

@@ -30,39 +30,44 @@ func execHook(cmd ...string) *corev1.Lifecycle {
 }
 
 var _ = Describe("denials reach the client with graceguard's message", func() {
-	It("denies a preStop that outlasts the grace period, even for a Pod that opted out", func(ctx SpecContext) {
+	It("refuses a preStop that outlasts the grace period, even for a Pod that opted out", func(ctx SpecContext) {
 		ns := optedIn(ctx, "doomed")
 		p := pod("doomed", map[string]string{mutate.AnnotationInject: "false"},
 			corev1.Container{Name: "app", Image: "registry.local/app:1", Lifecycle: execHook("sleep", "40")})
 		_, err := kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
-		denied(err, "validate-pods.graceguard.io",
-			`spec.containers[0].lifecycle.preStop: Invalid value: "exec sleep 40": must be shorter than terminationGracePeriodSeconds (30s)`)
+		// The native floor refuses it inside the API server, in the
+		// webhook's words, before the validating webhooks are called.
+		msg := `spec.containers[0].lifecycle.preStop: Invalid value: "exec sleep 40": must be shorter than terminationGracePeriodSeconds (30s): the hook runs inside it and is killed at 30s (exit 137); shorten the hook or raise terminationGracePeriodSeconds`
+		floorDenied(err, msg)
 		var status *apierrors.StatusError
 		Expect(err).To(BeAssignableToTypeOf(status))
 		causes := err.(*apierrors.StatusError).ErrStatus.Details.Causes
-		Expect(causes).To(ContainElement(HaveField("Field", "spec.containers[0].lifecycle.preStop")))
+		Expect(causes).To(ContainElement(HaveField("Message", HaveSuffix(msg))))
 	})
 
-	It("denies a budget over the grace period, and a Pod without its preStop sleep, when the mutating webhook did not run", func(ctx SpecContext) {
+	It("admits, with a warning, a Pod the mutating webhook did not treat, and still refuses its hook longer than its grace", func(ctx SpecContext) {
 		// As with failurePolicy Ignore during a mutating-webhook outage:
-		// the validating webhook still guards the budget.
+		// graceguard never refuses a Pod for its own unavailability
+		// (--untreated-pods=admit, the chart's default while validate-pods
+		// fails open).
 		restore, err := cp.RemoveMutatingWebhooks(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) { Expect(restore(ctx)).To(Succeed()) })
 		ns := optedIn(ctx, "outage")
+		wc := newWarningClient()
 		p := pod("api", map[string]string{mutate.AnnotationRoutingDelay: "8s", mutate.AnnotationMaxWork: "30s", mutate.AnnotationSafetyMargin: "5s"})
 		g := int64(20)
 		p.Spec.TerminationGracePeriodSeconds = &g
-		Eventually(func() error {
-			_, err := kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-			return err
-		}).Should(MatchError(ContainSubstring(
-			"spec.terminationGracePeriodSeconds: Invalid value: 20: must be at least 45 (routing 8s + work 30s + cleanup 2s + margin 5s); raise it or lower graceguard.io/max-work")))
-		// A Pod that fits its grace but lacks the preStop sleep is denied
-		// too: its controller's retry, once the webhook is back, is mutated.
-		_, err = kube.CoreV1().Pods(ns).Create(ctx, pod("plain", nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		Expect(err).To(MatchError(ContainSubstring(
-			"spec.containers[0].lifecycle.preStop: Required value: graceguard's mutating webhook adds a 5s preStop sleep here and did not run for this Pod")))
+		Eventually(func() []string {
+			got, err := wc.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(got.Annotations).NotTo(HaveKey(mutate.AnnotationBudget))
+			return wc.Warnings()
+		}).Should(ContainElement("metadata.annotations[graceguard.io/budget]: mutating webhook did not run (down or overloaded): no budget added"))
+		_, err = wc.CoreV1().Pods(ns).Create(ctx, pod("plain", nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = wc.CoreV1().Pods(ns).Create(ctx, pod("hooked", nil, corev1.Container{Name: "app", Image: "registry.local/app:1", Lifecycle: execHook("sleep", "30")}), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		floorDenied(err, `spec.containers[0].lifecycle.preStop: Invalid value: "exec sleep 30": must be shorter than terminationGracePeriodSeconds (30s)`)
 	})
 
 	// What graceguard already sees is wrong is refused by its mutating

@@ -135,7 +135,7 @@ var _ = Describe("one webhook call per Pod", func() {
 		Expect(d.celErrors).To(BeZero())
 	})
 
-	It("sends a Pod a later webhook changed after graceguard's last call to the validating webhook, which refuses it", func(ctx SpecContext) {
+	It("refuses a Pod a later webhook changed after graceguard's last call: the floor its hook, the validating webhook its budget", func(ctx SpecContext) {
 		late := roundTwo(corev1.Container{Name: "late-proxy", Image: "registry.local/proxy:1", Lifecycle: execHook("sleep", "60")})
 		registerStandIn(ctx, "zz-late-round2", "test.graceguard.io/round2", admissionregv1.IfNeededReinvocationPolicy, late)
 		registerStandIn(ctx, "zzz-touch", "test.graceguard.io/round2", admissionregv1.NeverReinvocationPolicy, touch())
@@ -147,9 +147,27 @@ var _ = Describe("one webhook call per Pod", func() {
 			_, err = kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 			return late.patches()
 		}).WithTimeout(30*time.Second).Should(BeNumerically(">=", 1), "the later webhooks are not served yet")
-		denied(err, "validate-pods.graceguard.io",
-			`spec.containers[1].lifecycle.preStop: Invalid value: "exec sleep 60": must be shorter than terminationGracePeriodSeconds (30s)`,
-			"spec.terminationGracePeriodSeconds: Invalid value: 30: must be at least 85")
+		// The hook outlasts the grace: the native floor, which the API
+		// server runs before the validating webhooks, refuses it.
+		floorDenied(err, `spec.containers[1].lifecycle.preStop: Invalid value: "exec sleep 60": must be shorter than terminationGracePeriodSeconds (30s)`)
+
+	})
+
+	It("sends a Pod a later webhook changed within its grace but past graceguard's budget to the validating webhook, which refuses it", func(ctx SpecContext) {
+		late := roundTwo(corev1.Container{Name: "late-proxy", Image: "registry.local/proxy:1", Lifecycle: execHook("sleep", "20")})
+		registerStandIn(ctx, "zz-late-round2-budget", "test.graceguard.io/round2-budget", admissionregv1.IfNeededReinvocationPolicy, late)
+		registerStandIn(ctx, "zzz-touch-budget", "test.graceguard.io/round2-budget", admissionregv1.NeverReinvocationPolicy, touch())
+		ns := optedIn(ctx, "round2-budget")
+		p := pod("meshed", nil)
+		p.Labels = map[string]string{"test.graceguard.io/round2-budget": "yes"}
+		var err error
+		Eventually(func() int {
+			_, err = kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return late.patches()
+		}).WithTimeout(30*time.Second).Should(BeNumerically(">=", 1), "the later webhooks are not served yet")
+		// The hook fits the grace, so the floor admits it; the proof sends
+		// it to the validating webhook, which counts it in the budget.
+		denied(err, "validate-pods.graceguard.io", "spec.terminationGracePeriodSeconds: Invalid value: 30: must be at least 45 (routing 20s + work 20s + cleanup 2s + margin 3s)")
 	})
 
 	It("skips the validating webhook for a later webhook's change that keeps within graceguard's budget", func(ctx SpecContext) {
@@ -211,6 +229,8 @@ var _ = Describe("one webhook call per Pod", func() {
 		Expect(d.skipped["mutate-pods.graceguard.io"]).To(Equal(1.0))
 
 		_, err = kube.CoreV1().Pods(ns).Create(ctx, pod("doomed", out, corev1.Container{Name: "app", Image: "registry.local/app:1", Lifecycle: execHook("sleep", "30")}), metav1.CreateOptions{})
-		denied(err, "validate-pods.graceguard.io", `spec.containers[0].lifecycle.preStop: Invalid value: "exec sleep 30": must be shorter than terminationGracePeriodSeconds (30s)`)
+		// The native floor refuses it inside the API server, before any
+		// validating webhook is called.
+		floorDenied(err, `spec.containers[0].lifecycle.preStop: Invalid value: "exec sleep 30": must be shorter than terminationGracePeriodSeconds (30s)`)
 	})
 })

@@ -198,9 +198,7 @@ which ignores changes to them; objectSelector cannot test annotations, CEL can.
 {{- define "graceguard.mirrorPodCondition" -}}
 matchConditions:
   - name: not-a-mirror-pod
-    expression: >-
-      !has(object.metadata.annotations) ||
-      !('kubernetes.io/config.mirror' in object.metadata.annotations)
+    expression: {{ include "graceguard.cel.notMirrorPod" . | quote }}
 {{- end -}}
 
 {{/*
@@ -257,123 +255,17 @@ label is in config.defaultMode.
 {{- end -}}
 
 {{/*
-CEL: the whole-second length of the preStop hook of container c, as
-graceguard reads it (pkg/mutate/hooks.go): 0 without one, the sleep
-action's seconds, N of exec ["sleep", "N"]; -1 for any other hook, whose
-length CEL does not read (the validating webhook then decides). The exec
-form's two words are bounded before they are compared or matched (a path
-to sleep of at most 256 bytes, N of at most 6 digits), so a command of any
-size costs the same.
-*/}}
-{{- define "graceguard.cel.hookSeconds" -}}
-(!{{ . }}.?lifecycle.?preStop.hasValue() ? 0 : {{ . }}.lifecycle.preStop.?sleep.hasValue() ? {{ . }}.lifecycle.preStop.sleep.?seconds.orValue(-1) : ({{ . }}.lifecycle.preStop.?exec.?command.orValue([]).size() == 2 && size({{ . }}.lifecycle.preStop.exec.command[0]) <= 256 && size({{ . }}.lifecycle.preStop.exec.command[1]) <= 6 && ({{ . }}.lifecycle.preStop.exec.command[0] == 'sleep' || {{ . }}.lifecycle.preStop.exec.command[0].endsWith('/sleep')) && {{ . }}.lifecycle.preStop.exec.command[1].matches(r'^[0-9]{1,6}$')) ? int({{ . }}.lifecycle.preStop.exec.command[1]) : -1)
-{{- end -}}
-
-{{/*
-CEL: container .c's preStop hook lasts at most .bound seconds and ends
-before the grace .g and before the grace of its liveness and startup probes
-(pkg/mutate checkHooks). The bound comes first: it is at most
-9,223,372,036, the most seconds graceguard reads as a duration (past it
-pkg/mutate's secs saturates to "longer than any grace", which CEL's
-integers would not), and it keeps h + 1 from overflowing. One line, like
-every snippet spliced into the block scalar of an expression.
-*/}}
-{{- define "graceguard.cel.hookFits" -}}
-[{{ include "graceguard.cel.hookSeconds" .c }}].all(h, h == 0 || (h > 0 && h <= {{ .bound }} && h < {{ .g }} && h < {{ .c }}.?livenessProbe.?terminationGracePeriodSeconds.orValue(h + 1) && h < {{ .c }}.?startupProbe.?terminationGracePeriodSeconds.orValue(h + 1)))
-{{- end -}}
-
-{{/* CEL: term (list name) of the budget record b, as text (b matched the record's pattern first). */}}
-{{- define "graceguard.cel.term" -}}
-b.find(r'(^| ){{ . }}=[^ ]*').split('=')[1]
-{{- end -}}
-
-{{/*
-CEL: a duration as graceguard writes one in its record (budget.Format) and
-CEL's duration() reads it: at most 4 digits before a fraction, so it never
-overflows.
-*/}}
-{{- define "graceguard.cel.durationPattern" -}}
-([0-9]{1,4}(\.[0-9]{1,9})?(h|m|s|ms|us|µs|ns)){1,6}
-{{- end -}}
-
-{{/*
-CEL: annotation value v (at most 256 bytes, checked first) is a duration
-graceguard and CEL read alike, and within graceguard's bound of 1h
-(graceguard.cel.duration reads it).
-*/}}
-{{- define "graceguard.cel.durationOK" -}}
-((v.matches(r'^[0-9]{1,4}$') || v.matches(r'^{{ include "graceguard.cel.durationPattern" . }}$')) && {{ include "graceguard.cel.duration" . }} <= duration('1h'))
-{{- end -}}
-
-{{- define "graceguard.cel.duration" -}}
-(v.matches(r'^[0-9]{1,4}$') ? duration(v + 's') : duration(v))
-{{- end -}}
-
-{{/*
 The matchCondition that sends a Pod to the validating webhook only when CEL
 cannot prove, on the Pod as it is about to be stored (after every mutating
-webhook, reinvocation included), what the webhook would check. It never
-errs (an error would refuse the Pod under failurePolicy Fail): every field
-is read as optional, every list it walks is bounded first, and every string
-is bounded before any regex, conversion, find, split, comparison or
-search reads it (in characters: annotation keys 317, the API's most; values 256, the
-longest graceguard accepts, a probe path; the record 256, more than
-the longest graceguard writes (132); container names 63; a stop signal 7; the
-words of an exec hook 256 and 6), so its cost is the same for a value of 256
-KiB as for one of 257 bytes. docs/admission.md says why each part holds;
-test/harness/chart's TestProvenCondition and FuzzProvenPodsPassValidation hold it to
-pkg/mutate.Validate and TestProvenConditionCost its cost to the API
-server's limit.
-
-  g    the grace period; out: the Pod opted out (graceguard.io/inject: "false")
-  b    graceguard's record of the budget it applied (graceguard.io/budget),
-       exactly "routing=5s work=20s cleanup=2s margin=3s grace=30s" (a record
-       with any other term, a mesh proxy's, is left to the webhook); '' when
-       opted out
-  rs   the longest hook that fits that record, in whole seconds (the routing
-       term); when opted out 9,223,372,036, the most seconds graceguard reads
-       without saturating
-
-A Pod with a mesh proxy container or mesh settings is left to the webhook,
-and so is one with a container whose stopSignal is not SIGTERM (the
-webhook refuses a signal that gives the app no drain, SIGKILL or SIGSTOP;
-any other it admits, but CEL proves only the common case).
-A treated Pod is proven when its grace is the recorded grace, every regular
-container has a preStop hook, and every graceguard annotation agrees with the
-record (or, for the paths, probe port, handler and max-work: auto, is one
-graceguard accepts); any Pod, opted out or not, when every hook of every
-container is a length CEL reads, shorter than the grace and than its probes'
-grace, and (treated) at most rs.
+webhook, reinvocation included), what the webhook would check. pkg/cel
+builds it from the webhook's own tables (make generate);
+docs/admission.md says why each part holds, and test/harness/chart holds it
+to pkg/mutate.Validate and its cost to the API server's limit.
 */}}
 {{- define "graceguard.provenCondition" -}}
 - name: not-proven-by-cel
   expression: |-
-    !(
-      size(object.spec.?containers.orValue([])) <= 32 && size(object.spec.?initContainers.orValue([])) <= 32 &&
-      // A mesh proxy, or a stop signal other than SIGTERM, is left to the webhook.
-      (object.spec.?containers.orValue([]) + object.spec.?initContainers.orValue([])).all(c,
-        [c.?name.orValue('')].all(n, size(n) <= 63 && !(n in ['istio-proxy', 'linkerd-proxy'])) &&
-        [c.?lifecycle.?stopSignal.orValue('SIGTERM')].all(s, size(s) == 7 && s == 'SIGTERM')) &&
-      [object.metadata.?labels.orValue({})].all(l, !('sidecar.istio.io/inject' in l) && !('istio.io/rev' in l)) &&
-      [object.spec.?terminationGracePeriodSeconds.orValue(0)].all(g, g > 0 &&
-      [object.metadata.?annotations.orValue({})].all(a, size(a) <= 64 &&
-      // A mesh setting on the Pod is left to the webhook.
-      !a.exists(k, size(k) > 317 || k.contains('istio.io/') || k.contains('linkerd.io/')) &&
-      [a[?'graceguard.io/inject'].orValue('') == 'false'].all(out,
-      [out ? '' : a[?'graceguard.io/budget'].orValue('')].all(b,
-        (out || (
-          size(b) <= 256 &&
-          b.matches(r'^routing={{ include "graceguard.cel.durationPattern" . }} work={{ include "graceguard.cel.durationPattern" . }} cleanup={{ include "graceguard.cel.durationPattern" . }} margin={{ include "graceguard.cel.durationPattern" . }} grace=[0-9]{1,9}s$') &&
-          g == int(b.find(r'[0-9]{1,9}s$').replace('s', '')) &&
-          object.spec.?containers.orValue([]).all(c, c.?lifecycle.?preStop.hasValue()) &&
-          a.all(k, v, !k.startsWith('graceguard.io/') ||
-            k == 'graceguard.io/budget' ||
-            (size(v) <= 256 && (
-            {{- include "graceguard.cel.acceptedAnnotation" . | nindent 12 }}))))) &&
-        [out ? 9223372036 : duration({{ include "graceguard.cel.term" "routing" }}).getSeconds()].all(rs,
-          (object.spec.?containers.orValue([]) + object.spec.?initContainers.orValue([])).all(c,
-            {{ include "graceguard.cel.hookFits" (dict "c" "c" "g" "g" "bound" "rs") }}))))))
-    )
+    {{- include "graceguard.cel.proven" . | nindent 4 }}
 {{- end -}}
 
 {{/*
@@ -389,6 +281,7 @@ reports, so both decide alike.
 - --max-grace-period={{ .Values.config.maxGracePeriod }}
 - --prestop-handler={{ .Values.config.prestopHandler }}
 - --default-mode={{ .Values.config.defaultMode }}
+- --untreated-pods={{ if eq .Values.webhooks.validatePods.failurePolicy "Ignore" }}admit{{ else }}deny{{ end }}
 - --excluded-namespaces={{ include "graceguard.excludedNamespaces" . }}
 {{- range $name, $p := .Values.config.routingProfiles }}
 - --routing-profile={{ $name }}={{ $p.routingDelay }}{{ with $p.graceFloor }},grace-floor={{ . }}{{ end }}

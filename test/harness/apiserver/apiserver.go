@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -194,6 +195,9 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (_ *APIServer, err 
 	if o.Alone {
 		return a, nil
 	}
+	if err := a.InstallPolicies(ctx); err != nil {
+		return a, err
+	}
 	if o.WebhookBinary != "" && o.WebhookReplicas > 0 {
 		if err := a.startReplicas(ctx, port); err != nil {
 			return a, err
@@ -229,10 +233,73 @@ func assetsDir() string {
 	return ""
 }
 
+// InstallPolicies creates the chart's native floor (its policies and
+// bindings) and waits until the API server enforces it: a dry-run Pod whose
+// hook outlasts its grace is refused by the floor.
+func (a *APIServer) InstallPolicies(ctx context.Context) error {
+	api := a.Client.AdmissionregistrationV1()
+	for _, p := range a.Webhooks.Policies {
+		if _, err := api.ValidatingAdmissionPolicies().Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("installing the native floor: %w", err)
+		}
+	}
+	for _, b := range a.Webhooks.Bindings {
+		if _, err := api.ValidatingAdmissionPolicyBindings().Create(ctx, b, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("installing the native floor: %w", err)
+		}
+	}
+	if len(a.Webhooks.Policies) == 0 {
+		return nil
+	}
+	return a.WaitFloor(ctx, 30*time.Second)
+}
+
+// WaitFloor waits until the native floor refuses, in an opted-in
+// namespace, a dry-run Pod that opted out and whose hook outlasts its
+// grace: the API server loads policies a moment after they are created.
+func (a *APIServer) WaitFloor(ctx context.Context, timeout time.Duration) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: floorProbeNamespace, Labels: map[string]string{mutate.LabelInject: mutate.LabelInjectEnabled}}}
+	if _, err := a.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the floor's probe namespace: %w", err)
+	}
+	grace := int64(1)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "floor-probe", Namespace: floorProbeNamespace, Annotations: map[string]string{mutate.AnnotationInject: "false"}},
+		Spec: corev1.PodSpec{TerminationGracePeriodSeconds: &grace, Containers: []corev1.Container{{Name: "c", Image: "registry.local/probe:1",
+			Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sleep", "5"}}}}}}},
+	}
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		_, err := a.Client.CoreV1().Pods(floorProbeNamespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil && strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("the native floor did not refuse a hook longer than its grace within %s", timeout)
+}
+
+// untreated is --untreated-pods as the chart sets it: admit while the Pod
+// validating webhook fails open.
+func (a *APIServer) untreated() mutate.UntreatedPolicy {
+	if a.Webhooks.FailsOpen() {
+		return mutate.UntreatedAdmit
+	}
+	return mutate.UntreatedDeny
+}
+
+// floorProbeNamespace is where WaitFloor tries the floor.
+const floorProbeNamespace = "graceguard-floor-probe"
+
 // startInProcess runs graceguard's server in this process on port, as
 // cmd/webhook does with the chart's flags.
 func (a *APIServer) startInProcess(port int) error {
 	cfg := server.DefaultConfig()
+	cfg.Options.Untreated = a.untreated()
 	cfg.Port = port
 	cfg.CertDir = a.CertDir
 	cfg.Namespace = a.o.ReleaseNamespace
@@ -336,6 +403,7 @@ func (a *APIServer) startWebhook(name string, port int, extra ...string) (_ *Pro
 		"--namespace=" + a.o.ReleaseNamespace,
 		"--shutdown-delay=0s",
 		"--drain-timeout=5s",
+		"--untreated-pods=" + string(a.untreated()),
 	}, extra...)...)
 	return p, "http://127.0.0.1:" + strconv.Itoa(metricsPort) + "/metrics", health, err
 }

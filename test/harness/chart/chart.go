@@ -35,15 +35,19 @@ func ChartDir() string {
 // (templates/crds.yaml renders them): what make generate writes.
 func CRDDir() string { return filepath.Join(ChartDir(), "files", "crds") }
 
-// Webhooks are the admission configurations the chart installs.
+// Webhooks are the admission configurations the chart installs: its
+// webhooks, and the native floor's policies and their bindings.
 type Webhooks struct {
 	Mutating   []*admissionv1.MutatingWebhookConfiguration
 	Validating []*admissionv1.ValidatingWebhookConfiguration
+	Policies   []*admissionv1.ValidatingAdmissionPolicy
+	Bindings   []*admissionv1.ValidatingAdmissionPolicyBinding
 }
 
 // RenderWebhooks renders the chart like `helm template` and returns its
-// webhook configurations, so tests and the demo register exactly what an
-// install ships (rules, selectors, matchConditions, failure policies).
+// webhook configurations and policies, so tests and the demo register
+// exactly what an install ships (rules, selectors, matchConditions, failure
+// policies, the native floor).
 func RenderWebhooks(releaseName, namespace string, values map[string]any) (Webhooks, error) {
 	manifest, err := Render(releaseName, namespace, values)
 	if err != nil {
@@ -173,6 +177,18 @@ func parseWebhooks(manifest string) (Webhooks, error) {
 				return w, err
 			}
 			w.Validating = append(w.Validating, v)
+		case "ValidatingAdmissionPolicy":
+			p := &admissionv1.ValidatingAdmissionPolicy{}
+			if err := yaml.UnmarshalStrict(doc, p); err != nil {
+				return w, err
+			}
+			w.Policies = append(w.Policies, p)
+		case "ValidatingAdmissionPolicyBinding":
+			b := &admissionv1.ValidatingAdmissionPolicyBinding{}
+			if err := yaml.UnmarshalStrict(doc, b); err != nil {
+				return w, err
+			}
+			w.Bindings = append(w.Bindings, b)
 		}
 	}
 	if len(w.Mutating) == 0 || len(w.Validating) == 0 {
@@ -208,3 +224,16 @@ func (w Webhooks) PointAt(base string) {
 }
 
 func bufioReader(s string) *bufio.Reader { return bufio.NewReader(bytes.NewBufferString(s)) }
+
+// FailsOpen reports whether the chart's Pod validating webhook fails open,
+// as the chart then runs the webhook with --untreated-pods=admit.
+func (w Webhooks) FailsOpen() bool {
+	for _, v := range w.Validating {
+		for _, h := range v.Webhooks {
+			if h.Name == "validate-pods.graceguard.io" {
+				return h.FailurePolicy != nil && *h.FailurePolicy == admissionv1.Ignore
+			}
+		}
+	}
+	return false
+}

@@ -234,7 +234,7 @@ func TestProvenCondition(t *testing.T) {
 			return newPod(map[string]string{mutate.AnnotationInject: "false"}, 30, c)
 		}, true, true, nil, nil},
 		{"a hook whose length CEL does not read", func() *corev1.Pod {
-			return newPod(map[string]string{mutate.AnnotationInject: "false"}, 30, app("app", execHook("sh", "-c", "sleep 5")))
+			return newPod(map[string]string{mutate.AnnotationInject: "false"}, 30, app("app", execHook("sh", "-c", "sleep 5; true")))
 		}, true, false, nil, nil},
 		{"a container list", func() *corev1.Pod { return mutated(map[string]string{mutate.AnnotationContainers: "app"}) }, true, false, nil, nil},
 		{"max-work: auto, recorded", func() *corev1.Pod { return mutated(map[string]string{mutate.AnnotationMaxWork: mutate.MaxWorkAuto}) }, false, false, nil, nil},
