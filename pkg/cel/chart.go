@@ -27,7 +27,30 @@ func Definitions() []Definition {
 		{"graceguard.cel.floorValidation", "the expression the native floor validates.", FloorValidation},
 		{"graceguard.cel.floorMessage", "the native floor's messageExpression: the webhook's words for what it refuses.", FloorMessage()},
 		{"graceguard.cel.floorReasons", "the native floor's audit annotation: the reason codes of what it refuses.", FloorReasons()},
+		{"graceguard.cel.mutationVariables", "the mutating floor's own variables, after the ones the chart writes from its values (" + chartVariableNames() + "), as YAML (pkg/cel MutationVariables).", variablesYAML(MutationVariables())},
+		{"graceguard.cel.mutationConditions", "the mutating floor's matchConditions, as YAML (pkg/cel MutationConditions).", conditionsYAML(MutationConditions())},
+		{"graceguard.cel.mutationPatch", "the mutating floor's JSON patch (pkg/cel MutationPatch).", MutationPatch()},
 	}
+}
+
+func chartVariableNames() string {
+	names := make([]string, len(MutationChartVariables))
+	for i, v := range MutationChartVariables {
+		names[i] = v.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// conditionsYAML writes named expressions as a YAML list of matchConditions.
+func conditionsYAML(cs []Variable) string {
+	var b strings.Builder
+	for i, c := range cs {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString("- name: " + c.Name + "\n  expression: |-\n    " + strings.ReplaceAll(c.Expression, "\n", "\n    "))
+	}
+	return b.String()
 }
 
 // The chart's matchConditions.

@@ -11,10 +11,14 @@ const (
 
 // LabelTreated marks every Pod whose budget graceguard enforced, so that
 // the shutdown observer watches those Pods through a label selector and
-// never all Pods of the cluster. Written by graceguard, never by users.
+// never all Pods of the cluster. Written by graceguard, never by users:
+// LabelTreatedValue by its mutating webhook, LabelTreatedByFloor by the
+// chart's mutating floor (pkg/cel) while the webhook did not answer, which
+// the webhook replaces when it does.
 const (
-	LabelTreated      = "graceguard.io/treated"
-	LabelTreatedValue = "true"
+	LabelTreated        = "graceguard.io/treated"
+	LabelTreatedValue   = "true"
+	LabelTreatedByFloor = "floor"
 )
 
 // Pod annotations, set by app teams. The four budget keys, PreStop and the

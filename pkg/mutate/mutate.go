@@ -205,10 +205,11 @@ func (d decision) apply(r *Report) {
 	}
 
 	// The shutdown observer selects Pods by this label, so that it never
-	// watches all Pods. A value already there is kept (Mutate only adds).
+	// watches all Pods. A value already there is kept (Mutate only adds),
+	// but the mutating floor's, which says the webhook did not answer.
 	// Only Pods: on a template it would be noise in the manifests people
 	// keep (the Pods get it at admission anyway).
-	if _, ok := t.Meta.Labels[LabelTreated]; !ok && !t.Template {
+	if v, ok := t.Meta.Labels[LabelTreated]; (!ok || v == LabelTreatedByFloor) && !t.Template {
 		r.Changes = append(r.Changes, Change{Reason: ChangeTreated, Path: t.MetaPath.Child("labels").Key(LabelTreated), Summary: LabelTreatedValue,
 			Op: setMeta(t, "labels", &t.Meta.Labels, LabelTreated, LabelTreatedValue)})
 	}

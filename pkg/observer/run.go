@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/discovery"
@@ -65,10 +66,11 @@ func Run(ctx context.Context, cfg Config, restCfg *rest.Config, reg prometheus.R
 					Label:     labels.SelectorFromSet(labels.Set{mutate.LabelInject: mutate.LabelInjectEnabled}),
 					Transform: leanNamespace,
 				},
-				// Only the Pods labelled treated, and of each a record of
-				// bounded size (record, docs/observer.md).
+				// Only the Pods labelled treated (by the webhook, or by the
+				// chart's mutating floor while it did not answer), and of
+				// each a record of bounded size (record, docs/observer.md).
 				&corev1.Pod{}: {
-					Label:     labels.SelectorFromSet(labels.Set{mutate.LabelTreated: mutate.LabelTreatedValue}),
+					Label:     treatedPods,
 					Transform: podTransform(ns),
 				},
 				// Only failed preStop hooks (events expire after an hour).
@@ -141,3 +143,13 @@ func reporterFor(restCfg *rest.Config, cfg Config, ns *namespaces, log logr.Logg
 	}
 	return newReporter(dyn, meta, disco, cfg, ns, log, m), nil
 }
+
+// treatedPods selects the Pods graceguard treated: by its mutating webhook
+// or by the chart's mutating floor (mutate.LabelTreatedByFloor).
+var treatedPods = func() labels.Selector {
+	r, err := labels.NewRequirement(mutate.LabelTreated, selection.In, []string{mutate.LabelTreatedValue, mutate.LabelTreatedByFloor})
+	if err != nil {
+		panic(err)
+	}
+	return labels.NewSelector().Add(*r)
+}()

@@ -218,6 +218,10 @@ func decodeDoc(t *testing.T, doc string, objects map[string]any, namespaces ...s
 		obj = &admissionv1.ValidatingAdmissionPolicy{}
 	case "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding":
 		obj = &admissionv1.ValidatingAdmissionPolicyBinding{}
+	case "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy":
+		obj = &admissionv1.MutatingAdmissionPolicy{}
+	case "admissionregistration.k8s.io/v1/MutatingAdmissionPolicyBinding":
+		obj = &admissionv1.MutatingAdmissionPolicyBinding{}
 	case "apiextensions.k8s.io/v1/CustomResourceDefinition":
 		obj = &apiextensionsv1.CustomResourceDefinition{}
 	case "cert-manager.io/v1/Issuer", "cert-manager.io/v1/Certificate",

@@ -3,6 +3,7 @@ package chart_test
 import (
 	"encoding/base64"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -1054,9 +1055,65 @@ func TestNativeFloor(t *testing.T) {
 		t.Errorf("--untreated-pods=%q, want admit while validate-pods fails open", f["untreated-pods"])
 	}
 
+	// The mutating floor, from Kubernetes 1.36 (MutatingAdmissionPolicy v1),
+	// bound where the validating one is, with the cluster's defaults as CEL
+	// values (pkg/cel's chart variables).
+	at := func(y, kv string) *rendered {
+		t.Helper()
+		rel, err := renderChart(values(t, y), renderOpts{kubeVersion: kv})
+		if err != nil {
+			t.Fatalf("rendering %q for %s: %v", y, kv, err)
+		}
+		return decode(t, rel)
+	}
+	for _, k := range r.keys() {
+		if strings.HasPrefix(k, "MutatingAdmissionPolicy") {
+			t.Errorf("Kubernetes 1.35 rendered %s", k)
+		}
+	}
+	r37 := at("", "v1.37.2")
+	mp := get[*admissionv1.MutatingAdmissionPolicy](t, r37, "MutatingAdmissionPolicy", fullname+"-floor")
+	mb := get[*admissionv1.MutatingAdmissionPolicyBinding](t, r37, "MutatingAdmissionPolicyBinding", fullname+"-floor")
+	if mb.Spec.PolicyName != mp.Name || !reflect.DeepEqual(mb.Spec.MatchResources.NamespaceSelector, b.Spec.MatchResources.NamespaceSelector) {
+		t.Errorf("mutating floor binding %+v: want policy %s and the validating floor's namespaces", mb.Spec, mp.Name)
+	}
+	if p := mp.Spec.ReinvocationPolicy; p != admissionv1.IfNeededReinvocationPolicy {
+		t.Errorf("mutating floor reinvocationPolicy = %v, want IfNeeded (it leaves a Pod graceguard treated alone)", p)
+	}
+	var names, wantNames []string
+	for _, v := range mp.Spec.Variables {
+		names = append(names, v.Name)
+	}
+	for _, v := range append(slices.Clone(cel.MutationChartVariables), cel.MutationVariables()...) {
+		wantNames = append(wantNames, v.Name)
+	}
+	if !slices.Equal(names, wantNames) {
+		t.Errorf("mutating floor variables %v, want %v", names, wantNames)
+	}
+	if got := mp.Spec.Variables[0].Expression; got != "{'graceguard.io/cleanup': 2, 'graceguard.io/max-work': 20, 'graceguard.io/routing-delay': 5, 'graceguard.io/safety-margin': 3}" {
+		t.Errorf("clusterTerms = %s, want the chart's defaults in seconds", got)
+	}
+	for _, c := range []struct{ values, want string }{
+		{"nativeFloor: {mutate: false}\n", "nativeFloor.mutate=false"},
+		{"config: {defaultCleanup: 1500ms}\n", ""},
+	} {
+		if c.want != "" {
+			for _, k := range at(c.values, "v1.37.2").keys() {
+				if strings.HasPrefix(k, "MutatingAdmissionPolicy") {
+					t.Errorf("%s rendered %s", c.want, k)
+				}
+			}
+			continue
+		}
+		_, err := renderChart(values(t, c.values), renderOpts{kubeVersion: "v1.37.2"})
+		if err == nil || !strings.Contains(err.Error(), "config.defaultCleanup: 1500ms is not whole seconds, which nativeFloor.mutate needs") {
+			t.Errorf("values %q: error %v, want one naming config.defaultCleanup and nativeFloor.mutate", c.values, err)
+		}
+	}
+
 	off := render(t, "nativeFloor: {enabled: false}\nwebhooks: {validatePods: {failurePolicy: Fail}}\n")
 	for _, k := range off.keys() {
-		if strings.HasPrefix(k, "ValidatingAdmissionPolicy") {
+		if strings.HasSuffix(k, "AdmissionPolicy") || strings.Contains(k, "AdmissionPolicy/") {
 			t.Errorf("nativeFloor.enabled=false rendered %s", k)
 		}
 	}

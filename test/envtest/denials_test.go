@@ -55,7 +55,9 @@ var _ = Describe("denials reach the client with graceguard's message", func() {
 		DeferCleanup(func(ctx SpecContext) { Expect(restore(ctx)).To(Succeed()) })
 		ns := optedIn(ctx, "outage")
 		wc := newWarningClient()
-		p := pod("api", map[string]string{mutate.AnnotationRoutingDelay: "8s", mutate.AnnotationMaxWork: "30s", mutate.AnnotationSafetyMargin: "5s"})
+		// A fraction of a second: the mutating floor (1.36+) leaves the Pod
+		// to the webhook, which did not run.
+		p := pod("api", map[string]string{mutate.AnnotationRoutingDelay: "8s", mutate.AnnotationMaxWork: "30s", mutate.AnnotationSafetyMargin: "5s", mutate.AnnotationCleanup: "1500ms"})
 		g := int64(20)
 		p.Spec.TerminationGracePeriodSeconds = &g
 		Eventually(func() []string {
@@ -64,9 +66,10 @@ var _ = Describe("denials reach the client with graceguard's message", func() {
 			Expect(got.Annotations).NotTo(HaveKey(mutate.AnnotationBudget))
 			return wc.Warnings()
 		}).Should(ContainElement("metadata.annotations[graceguard.io/budget]: mutating webhook did not run (down or overloaded): no budget added"))
-		_, err = wc.CoreV1().Pods(ns).Create(ctx, pod("plain", nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		_, err = wc.CoreV1().Pods(ns).Create(ctx, pod("plain", map[string]string{mutate.AnnotationCleanup: "1500ms"}), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		Expect(err).NotTo(HaveOccurred())
-		_, err = wc.CoreV1().Pods(ns).Create(ctx, pod("hooked", nil, corev1.Container{Name: "app", Image: "registry.local/app:1", Lifecycle: execHook("sleep", "30")}), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		_, err = wc.CoreV1().Pods(ns).Create(ctx, pod("hooked", map[string]string{mutate.AnnotationCleanup: "1500ms"},
+			corev1.Container{Name: "app", Image: "registry.local/app:1", Lifecycle: execHook("sleep", "30")}), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		floorDenied(err, `spec.containers[0].lifecycle.preStop: Invalid value: "exec sleep 30": must be shorter than terminationGracePeriodSeconds (30s)`)
 	})
 

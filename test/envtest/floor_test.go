@@ -74,7 +74,7 @@ func unreachable(ctx context.Context) {
 	Eventually(func(g Gomega) {
 		p, err := kube.CoreV1().Pods(ns).Create(ctx, pod("probe", nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(p.Annotations).NotTo(HaveKey(mutate.AnnotationBudget))
+		g.Expect(p.Labels[mutate.LabelTreated]).NotTo(Equal(mutate.LabelTreatedValue))
 	}, "30s", "200ms").Should(Succeed())
 }
 
@@ -92,14 +92,30 @@ var _ = Describe("while graceguard's webhooks are unreachable", Ordered, func() 
 		return p
 	}
 
-	It("admits an ordinary Pod, one with max-work: 40s and one with a sleep 10 that fits its grace", func(ctx SpecContext) {
-		for _, p := range []*corev1.Pod{
-			pod("ordinary", nil),
-			pod("long-work", map[string]string{mutate.AnnotationMaxWork: "40s"}),
-			withGrace(pod("sleeps", nil, app(&corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 10}}})), 30),
+	It("admits an ordinary Pod, one with max-work: 40s and one with a sleep 10 that fits its grace, with graceguard's budget where the mutating floor runs", func(ctx SpecContext) {
+		for _, tc := range []struct {
+			pod    *corev1.Pod
+			record string
+			grace  int64
+		}{
+			{pod("ordinary", nil), "routing=5s work=20s cleanup=2s margin=3s grace=30s", 30},
+			{pod("long-work", map[string]string{mutate.AnnotationMaxWork: "40s"}), "routing=5s work=40s cleanup=2s margin=3s grace=50s", 50},
+			{withGrace(pod("sleeps", nil, app(&corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 10}}})), 30),
+				"routing=10s work=20s cleanup=2s margin=3s grace=35s", 35},
 		} {
-			_, err := kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
-			Expect(err).NotTo(HaveOccurred(), "Pod %s", p.Name)
+			got, err := kube.CoreV1().Pods(ns).Create(ctx, tc.pod, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred(), "Pod %s", tc.pod.Name)
+			if !cp.MutatingFloor {
+				// Kubernetes 1.35: no MutatingAdmissionPolicy; the Pod is
+				// admitted as it was sent.
+				Expect(got.Annotations).NotTo(HaveKey(mutate.AnnotationBudget))
+				continue
+			}
+			Expect(got.Annotations).To(HaveKeyWithValue(mutate.AnnotationBudget, tc.record), "Pod %s", tc.pod.Name)
+			Expect(got.Labels).To(HaveKeyWithValue(mutate.LabelTreated, mutate.LabelTreatedByFloor))
+			Expect(*got.Spec.TerminationGracePeriodSeconds).To(Equal(tc.grace))
+			Expect(got.Spec.Containers[0].Lifecycle).NotTo(BeNil())
+			Expect(got.Spec.Containers[0].Lifecycle.PreStop).NotTo(BeNil())
 		}
 	})
 
@@ -128,13 +144,26 @@ var _ = Describe("while graceguard's webhooks are unreachable", Ordered, func() 
 	})
 
 	It("refuses, with graceguard's words, every hook shape it reads that outlasts the grace", func(ctx SpecContext) {
-		_, err := kube.CoreV1().Pods(ns).Create(ctx, withGrace(pod("exec", nil, app(execHook("sleep", "60"))), 30), metav1.CreateOptions{})
+		out := map[string]string{mutate.AnnotationInject: "false"}
+		_, err := kube.CoreV1().Pods(ns).Create(ctx, withGrace(pod("exec", out, app(execHook("sleep", "60"))), 30), metav1.CreateOptions{})
 		floorDenied(err, `spec.containers[0].lifecycle.preStop: Invalid value: "exec sleep 60": must be shorter than terminationGracePeriodSeconds (30s): the hook runs inside it and is killed at 30s (exit 137); shorten the hook or raise terminationGracePeriodSeconds`)
-		_, err = kube.CoreV1().Pods(ns).Create(ctx, withGrace(pod("shell", nil, app(execHook("sh", "-c", "sleep 45"))), 30), metav1.CreateOptions{})
+		_, err = kube.CoreV1().Pods(ns).Create(ctx, withGrace(pod("shell", out, app(execHook("sh", "-c", "sleep 45"))), 30), metav1.CreateOptions{})
 		floorDenied(err, `spec.containers[0].lifecycle.preStop: Invalid value: "exec sh -c sleep 45": must be shorter than terminationGracePeriodSeconds (30s)`)
-		// The sleep action: the API server's own validation refuses it
-		// first (1.34+).
-		_, err = kube.CoreV1().Pods(ns).Create(ctx, withGrace(pod("action", nil,
+
+		// A Pod graceguard treats: the mutating floor (1.36+) gives it the
+		// budget graceguard gives it, its grace raised past the hook, as the
+		// webhook does; without it, the validating floor refuses it.
+		got, err := kube.CoreV1().Pods(ns).Create(ctx, withGrace(pod("treated", nil, app(execHook("sleep", "60"))), 30), metav1.CreateOptions{})
+		if cp.MutatingFloor {
+			Expect(err).NotTo(HaveOccurred())
+			Expect(got.Annotations).To(HaveKeyWithValue(mutate.AnnotationBudget, "routing=1m work=20s cleanup=2s margin=3s grace=85s"))
+			Expect(*got.Spec.TerminationGracePeriodSeconds).To(Equal(int64(85)))
+		} else {
+			floorDenied(err, `spec.containers[0].lifecycle.preStop: Invalid value: "exec sleep 60": must be shorter than terminationGracePeriodSeconds (30s)`)
+		}
+		// The sleep action on an opted-out Pod: the API server's own
+		// validation refuses it first (1.34+).
+		_, err = kube.CoreV1().Pods(ns).Create(ctx, withGrace(pod("action", out,
 			app(&corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 60}}})), 30), metav1.CreateOptions{})
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want 422 Invalid, got %v", err)
 	})

@@ -213,7 +213,7 @@ var _ = Describe("the shutdown observer", Ordered, func() {
 
 		By("the observer caches exactly the treated Pods of the cluster, none of the others")
 		Eventually(func(g Gomega) {
-			treated := must(kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: mutate.LabelTreated + "=" + mutate.LabelTreatedValue}))
+			treated := must(kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: mutate.LabelTreated + " in (" + mutate.LabelTreatedValue + "," + mutate.LabelTreatedByFloor + ")"}))
 			all := must(kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{}))
 			g.Expect(len(all.Items)).To(BeNumerically(">", len(treated.Items)), "untreated Pods exist")
 			g.Expect(metricValue(reg, "graceguard_observer_pods", nil).GetGauge().GetValue()).To(Equal(float64(len(treated.Items))))
@@ -419,7 +419,7 @@ spec:
 		Expect(p.Labels).To(HaveKeyWithValue(mutate.LabelTreated, mutate.LabelTreatedValue))
 		Expect(p.Annotations).NotTo(HaveKey(mutate.AnnotationBudget), "graceguard never saw it")
 		Eventually(func(g Gomega) {
-			treated := must(kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: mutate.LabelTreated + "=" + mutate.LabelTreatedValue}))
+			treated := must(kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: mutate.LabelTreated + " in (" + mutate.LabelTreatedValue + "," + mutate.LabelTreatedByFloor + ")"}))
 			g.Expect(metricValue(reg, "graceguard_observer_pods", nil).GetGauge().GetValue()).To(Equal(float64(len(treated.Items))))
 		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
 		kl.run(ctx, p)

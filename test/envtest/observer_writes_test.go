@@ -49,7 +49,7 @@ var _ = Describe("the observer's ShutdownReport writes", func() {
 		// The observer caches every treated Pod of the cluster (other
 		// specs' too): once it holds as many as there are, it has seen
 		// these running, and will see them go.
-		treated := must(kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: mutate.LabelTreated + "=" + mutate.LabelTreatedValue}))
+		treated := must(kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: mutate.LabelTreated + " in (" + mutate.LabelTreatedValue + "," + mutate.LabelTreatedByFloor + ")"}))
 		Eventually(func() float64 {
 			if m := metricValue(reg, "graceguard_observer_pods", nil); m != nil {
 				return m.GetGauge().GetValue()

@@ -147,6 +147,123 @@ variables.violations.map(v, v[2]).distinct().join(',')
 {{- end -}}
 
 {{/*
+graceguard.cel.mutationVariables: the mutating floor's own variables, after the ones the chart writes from its values (clusterTerms, clusterHandler, profiles, clusterProfile, maxGrace, denyCeiling), as YAML (pkg/cel MutationVariables).
+*/}}
+{{- define "graceguard.cel.mutationVariables" -}}
+- name: ann
+  expression: |-
+    object.metadata.?annotations.orValue({})
+- name: nsAnn
+  expression: |-
+    namespaceObject.metadata.?annotations.orValue({})
+- name: containers
+  expression: |-
+    object.spec.?containers.orValue([])
+- name: reads
+  expression: |-
+    size(variables.containers) >= 1 && size(variables.containers) <= 32 && size(object.spec.?initContainers.orValue([])) <= 32 &&
+    object.spec.?terminationGracePeriodSeconds.orValue(30) > 0 &&
+    // No mesh: its proxy, labels or settings (the webhook plans the proxy's exit).
+    (variables.containers + object.spec.?initContainers.orValue([])).all(c, !(c.?name.orValue('') in ['istio-proxy', 'linkerd-proxy'])) &&
+    [object.metadata.?labels.orValue({})].all(l, ['sidecar.istio.io/inject', 'istio.io/rev', 'istio.io/dataplane-mode', 'gateway.istio.io/managed'].all(k, !(k in l))) &&
+    [namespaceObject.metadata.?labels.orValue({})].all(l, ['istio-injection', 'istio.io/rev', 'istio.io/dataplane-mode'].all(k, !(k in l)) && l[?'graceguard.io/mode'].orValue('enforce') == 'enforce') &&
+    size(variables.ann) <= 64 && size(variables.nsAnn) <= 64 &&
+    variables.ann.all(k, size(k) <= 317 && !(k.contains('istio.io/') || k.contains('linkerd.io/'))) &&
+    variables.nsAnn.all(k, size(k) <= 317 && !(k.contains('istio.io/') || k.contains('linkerd.io/'))) &&
+    // Every graceguard setting one it reads.
+    variables.ann.all(k, v, !k.startsWith('graceguard.io/') || (size(v) <= 256 && (
+      (k == 'graceguard.io/inject' && v == 'true') ||
+      (k in ['graceguard.io/routing-delay', 'graceguard.io/max-work', 'graceguard.io/cleanup', 'graceguard.io/safety-margin'] && ((v.matches(r'^[0-9]{1,4}$') || v.matches(r'^([0-9]{1,4}(\.[0-9]{1,9})?(h|m|s|ms|us|µs|ns)){1,6}$')) && (v.matches(r'^[0-9]{1,4}$') ? duration(v + 's') : duration(v)) <= duration('1h')) && [(v.matches(r'^[0-9]{1,4}$') ? duration(v + 's') : duration(v))].all(d, d == duration(string(d.getSeconds()) + 's'))) ||
+      (k == 'graceguard.io/prestop' && v in ['sleep', 'exec', 'none']) ||
+      (k in ['graceguard.io/readiness-path', 'graceguard.io/liveness-path'] && v.matches(r'^/[!-~]{0,255}$')) ||
+      (k == 'graceguard.io/probe-port' && ((v.matches(r'^[1-9][0-9]{0,4}$') && int(v) <= 65535) || (v.matches(r'^[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$') && v.matches(r'[a-z]') && !v.contains('--')))) ||
+      (k == 'graceguard.io/routing-profile' && v in variables.profiles)))) &&
+    variables.nsAnn.all(k, v, !k.startsWith('graceguard.io/') || (size(v) <= 256 && (
+      (k in ['graceguard.io/routing-delay', 'graceguard.io/max-work', 'graceguard.io/cleanup', 'graceguard.io/safety-margin'] && ((v.matches(r'^[0-9]{1,4}$') || v.matches(r'^([0-9]{1,4}(\.[0-9]{1,9})?(h|m|s|ms|us|µs|ns)){1,6}$')) && (v.matches(r'^[0-9]{1,4}$') ? duration(v + 's') : duration(v)) <= duration('1h')) && [(v.matches(r'^[0-9]{1,4}$') ? duration(v + 's') : duration(v))].all(d, d == duration(string(d.getSeconds()) + 's'))) ||
+      (k == 'graceguard.io/prestop' && v in ['sleep', 'exec', 'none']) ||
+      (k in ['graceguard.io/readiness-path', 'graceguard.io/liveness-path'] && v.matches(r'^/[!-~]{0,255}$')) ||
+      (k == 'graceguard.io/probe-port' && ((v.matches(r'^[1-9][0-9]{0,4}$') && int(v) <= 65535) || (v.matches(r'^[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$') && v.matches(r'[a-z]') && !v.contains('--')))) ||
+      (k == 'graceguard.io/routing-profile' && v in variables.profiles)))) &&
+    // Every hook of a regular container a length it reads.
+    variables.containers.all(c, (!c.?lifecycle.?preStop.hasValue() ? 0 : c.lifecycle.preStop.?sleep.hasValue() ? c.lifecycle.preStop.sleep.?seconds.orValue(-1) : [c.lifecycle.preStop.?exec.?command.orValue([])].map(x, (size(x) == 2 && size(x[0]) <= 262 && size(x[1]) <= 7 && x[0].matches(r'^([-A-Za-z0-9._/+=:@,]{0,256}/)?sleep$') && x[1].matches(r'^[0-9]{1,6}s?$') ? int(x[1].replace('s', '')) : size(x) == 3 && size(x[0]) <= 261 && size(x[1]) <= 17 && size(x[2]) <= 64 && x[0].matches(r'^([-A-Za-z0-9._/+=:@,]{0,256}/)?(sh|bash|ash|dash|zsh)$') && x[1].matches(r'^-[A-Za-z]{0,8}c[A-Za-z]{0,8}$') && x[2].matches(r'^ *(exec +)?([-A-Za-z0-9._/+=:@,]{0,256}/)?sleep +[0-9]{1,6}s? *$') ? int(x[2].find(r'[0-9]{1,6}s? *$').find(r'[0-9]+')) : -1))[0]) >= 0)
+- name: profile
+  expression: |-
+    variables.ann[?'graceguard.io/routing-profile'].or(variables.nsAnn[?'graceguard.io/routing-profile']).orValue(variables.clusterProfile)
+- name: setsRouting
+  expression: |-
+    'graceguard.io/routing-profile' in variables.ann ? !('graceguard.io/routing-delay' in variables.ann) : 'graceguard.io/routing-profile' in variables.nsAnn ? !('graceguard.io/routing-delay' in variables.ann) && !('graceguard.io/routing-delay' in variables.nsAnn) : variables.clusterProfile != '' && !('graceguard.io/routing-delay' in variables.ann) && !('graceguard.io/routing-delay' in variables.nsAnn)
+- name: delay
+  expression: |-
+    variables.profile != '' && variables.setsRouting ? variables.profiles[variables.profile][0] : [variables.ann[?'graceguard.io/routing-delay'].or(variables.nsAnn[?'graceguard.io/routing-delay']).orValue('')].map(v, v == '' ? variables.clusterTerms['graceguard.io/routing-delay'] : (v.matches(r'^[0-9]{1,4}$') ? int(v) : duration(v).getSeconds()))[0]
+- name: graceFloor
+  expression: |-
+    variables.profile != '' ? variables.profiles[variables.profile][1] : 0
+- name: work
+  expression: |-
+    [variables.ann[?'graceguard.io/max-work'].or(variables.nsAnn[?'graceguard.io/max-work']).orValue('')].map(v, v == '' ? variables.clusterTerms['graceguard.io/max-work'] : (v.matches(r'^[0-9]{1,4}$') ? int(v) : duration(v).getSeconds()))[0]
+- name: cleanup
+  expression: |-
+    [variables.ann[?'graceguard.io/cleanup'].or(variables.nsAnn[?'graceguard.io/cleanup']).orValue('')].map(v, v == '' ? variables.clusterTerms['graceguard.io/cleanup'] : (v.matches(r'^[0-9]{1,4}$') ? int(v) : duration(v).getSeconds()))[0]
+- name: margin
+  expression: |-
+    [variables.ann[?'graceguard.io/safety-margin'].or(variables.nsAnn[?'graceguard.io/safety-margin']).orValue('')].map(v, v == '' ? variables.clusterTerms['graceguard.io/safety-margin'] : (v.matches(r'^[0-9]{1,4}$') ? int(v) : duration(v).getSeconds()))[0]
+- name: handler
+  expression: |-
+    variables.ann[?'graceguard.io/prestop'].or(variables.nsAnn[?'graceguard.io/prestop']).orValue(variables.clusterHandler)
+- name: sleep
+  expression: |-
+    variables.handler == 'none' ? 0 : variables.delay
+- name: routing
+  expression: |-
+    ([variables.delay] + variables.containers.map(c, !c.?lifecycle.?preStop.hasValue() ? variables.sleep : (!c.?lifecycle.?preStop.hasValue() ? 0 : c.lifecycle.preStop.?sleep.hasValue() ? c.lifecycle.preStop.sleep.?seconds.orValue(-1) : [c.lifecycle.preStop.?exec.?command.orValue([])].map(x, (size(x) == 2 && size(x[0]) <= 262 && size(x[1]) <= 7 && x[0].matches(r'^([-A-Za-z0-9._/+=:@,]{0,256}/)?sleep$') && x[1].matches(r'^[0-9]{1,6}s?$') ? int(x[1].replace('s', '')) : size(x) == 3 && size(x[0]) <= 261 && size(x[1]) <= 17 && size(x[2]) <= 64 && x[0].matches(r'^([-A-Za-z0-9._/+=:@,]{0,256}/)?(sh|bash|ash|dash|zsh)$') && x[1].matches(r'^-[A-Za-z]{0,8}c[A-Za-z]{0,8}$') && x[2].matches(r'^ *(exec +)?([-A-Za-z0-9._/+=:@,]{0,256}/)?sleep +[0-9]{1,6}s? *$') ? int(x[2].find(r'[0-9]{1,6}s? *$').find(r'[0-9]+')) : -1))[0]))).max()
+- name: need
+  expression: |-
+    [variables.routing + variables.work + variables.cleanup + variables.margin, variables.graceFloor].max()
+- name: grace
+  expression: |-
+    object.spec.?terminationGracePeriodSeconds.orValue(30)
+- name: newGrace
+  expression: |-
+    variables.need > variables.grace ? variables.need : variables.grace
+- name: record
+  expression: |-
+    'routing=' + [variables.routing].map(s, s == 0 ? '0s' : s < 60 ? string(s) + 's' : s < 3600 ? string(s / 60) + 'm' + (s % 60 == 0 ? '' : string(s % 60) + 's') : string(s / 3600) + 'h' + (s % 3600 == 0 ? '' : string(s % 3600 / 60) + 'm' + (s % 60 == 0 ? '' : string(s % 60) + 's')))[0] + ' work=' + [variables.work].map(s, s == 0 ? '0s' : s < 60 ? string(s) + 's' : s < 3600 ? string(s / 60) + 'm' + (s % 60 == 0 ? '' : string(s % 60) + 's') : string(s / 3600) + 'h' + (s % 3600 == 0 ? '' : string(s % 3600 / 60) + 'm' + (s % 60 == 0 ? '' : string(s % 60) + 's')))[0] + ' cleanup=' + [variables.cleanup].map(s, s == 0 ? '0s' : s < 60 ? string(s) + 's' : s < 3600 ? string(s / 60) + 'm' + (s % 60 == 0 ? '' : string(s % 60) + 's') : string(s / 3600) + 'h' + (s % 3600 == 0 ? '' : string(s % 3600 / 60) + 'm' + (s % 60 == 0 ? '' : string(s % 60) + 's')))[0] + ' margin=' + [variables.margin].map(s, s == 0 ? '0s' : s < 60 ? string(s) + 's' : s < 3600 ? string(s / 60) + 'm' + (s % 60 == 0 ? '' : string(s % 60) + 's') : string(s / 3600) + 'h' + (s % 3600 == 0 ? '' : string(s % 3600 / 60) + 'm' + (s % 60 == 0 ? '' : string(s % 60) + 's')))[0] + ' grace=' + string(variables.newGrace) + 's'
+{{- end -}}
+
+{{/*
+graceguard.cel.mutationConditions: the mutating floor's matchConditions, as YAML (pkg/cel MutationConditions).
+*/}}
+{{- define "graceguard.cel.mutationConditions" -}}
+- name: not-a-mirror-pod
+  expression: |-
+    !has(object.metadata.annotations) || !('kubernetes.io/config.mirror' in object.metadata.annotations)
+- name: not-opted-out
+  expression: |-
+    !has(object.metadata.annotations) || !('graceguard.io/inject' in object.metadata.annotations) || object.metadata.annotations['graceguard.io/inject'] != 'false'
+- name: no-record
+  expression: |-
+    !has(object.metadata.annotations) || !('graceguard.io/budget' in object.metadata.annotations)
+{{- end -}}
+
+{{/*
+graceguard.cel.mutationPatch: the mutating floor's JSON patch (pkg/cel MutationPatch).
+*/}}
+{{- define "graceguard.cel.mutationPatch" -}}
+!(variables.reads && variables.handler != 'exec' && variables.need <= variables.maxGrace && (variables.denyCeiling < 0 || variables.need <= variables.denyCeiling)) ? [] :
+(variables.sleep == 0 ? [] : variables.containers.transformList(i, c, !c.?lifecycle.?preStop.hasValue(),
+  c.?lifecycle.hasValue()
+    ? JSONPatch{op: 'add', path: '/spec/containers/' + string(i) + '/lifecycle/preStop', value: {'sleep': {'seconds': variables.sleep}}}
+    : JSONPatch{op: 'add', path: '/spec/containers/' + string(i) + '/lifecycle', value: {'preStop': {'sleep': {'seconds': variables.sleep}}}})) +
+(variables.newGrace != variables.grace ? [JSONPatch{op: 'add', path: '/spec/terminationGracePeriodSeconds', value: variables.newGrace}] : []) +
+[has(object.metadata.annotations)
+  ? JSONPatch{op: 'add', path: '/metadata/annotations/' + jsonpatch.escapeKey('graceguard.io/budget'), value: variables.record}
+  : JSONPatch{op: 'add', path: '/metadata/annotations', value: {'graceguard.io/budget': variables.record}}] +
+(has(object.metadata.labels) && 'graceguard.io/treated' in object.metadata.labels ? [] : [has(object.metadata.labels)
+  ? JSONPatch{op: 'add', path: '/metadata/labels/' + jsonpatch.escapeKey('graceguard.io/treated'), value: 'floor'}
+  : JSONPatch{op: 'add', path: '/metadata/labels', value: {'graceguard.io/treated': 'floor'}}])
+{{- end -}}
+
+{{/*
 graceguard.generatedRanges: fails unless each flag-backed duration value is
 in its flag's range (pkg/flags). Usage: include "graceguard.generatedRanges" .
 */}}

@@ -365,3 +365,56 @@ containers:
     securityContext:
       {{- toYaml $root.Values.securityContext | nindent 6 }}
 {{- end -}}
+
+{{/*
+graceguard.floorWholeSeconds: the whole seconds of duration value (list key
+value), failing with the key when it has a fraction: the mutating floor
+reads every term in whole seconds (pkg/cel). Usage:
+  include "graceguard.floorWholeSeconds" (list "config.defaultMaxWork" .Values.config.defaultMaxWork)
+*/}}
+{{- define "graceguard.floorWholeSeconds" -}}
+{{- $s := include "graceguard.seconds" . | float64 -}}
+{{- if ne $s (floor $s) -}}
+{{- fail (printf "%s: %v is not whole seconds, which nativeFloor.mutate needs (it writes graceguard's record in whole seconds); round it, or set nativeFloor.mutate=false" (index . 0) (index . 1)) -}}
+{{- end -}}
+{{- $s | int64 -}}
+{{- end -}}
+
+{{/*
+graceguard.floorChartVariables: the mutating floor's variables written from
+the chart's values (pkg/cel MutationChartVariables), as YAML.
+*/}}
+{{- define "graceguard.floorChartVariables" -}}
+{{- $c := .Values.config -}}
+{{- $terms := list -}}
+{{- range $k, $v := dict "graceguard.io/routing-delay" (list "config.defaultRoutingDelay" $c.defaultRoutingDelay) "graceguard.io/max-work" (list "config.defaultMaxWork" $c.defaultMaxWork) "graceguard.io/cleanup" (list "config.defaultCleanup" $c.defaultCleanup) "graceguard.io/safety-margin" (list "config.defaultSafetyMargin" $c.defaultSafetyMargin) }}
+{{- $terms = append $terms (printf "'%s': %s" $k (include "graceguard.floorWholeSeconds" $v)) -}}
+{{- end }}
+{{- $profiles := fromYaml (include "graceguard.builtinProfiles" .) -}}
+{{- range $name, $p := $c.routingProfiles }}
+{{- $_ := set $profiles $name (dict "routingDelay" $p.routingDelay "graceFloor" (default 0 $p.graceFloor)) -}}
+{{- end }}
+{{- $ps := list -}}
+{{- range $name, $p := $profiles }}
+{{- $ps = append $ps (printf "'%s': [%s, %s]" $name (include "graceguard.floorWholeSeconds" (list (printf "config.routingProfiles.%s.routingDelay" $name) $p.routingDelay)) (include "graceguard.floorWholeSeconds" (list (printf "config.routingProfiles.%s.graceFloor" $name) $p.graceFloor))) -}}
+{{- end }}
+{{- $deny := list -}}
+{{- if and (eq $c.karpenterCeilingAction "deny") (gt (include "graceguard.seconds" (list "config.karpenterTerminationGracePeriod" $c.karpenterTerminationGracePeriod) | float64) 0.0) }}
+{{- $deny = append $deny (include "graceguard.seconds" (list "config.karpenterTerminationGracePeriod" $c.karpenterTerminationGracePeriod) | float64 | floor | int64) -}}
+{{- end }}
+{{- if and (eq $c.nodeShutdownCeilingAction "deny") (gt (include "graceguard.seconds" (list "config.nodeShutdownGracePeriod" $c.nodeShutdownGracePeriod) | float64) 0.0) }}
+{{- $deny = append $deny (subf (include "graceguard.seconds" (list "config.nodeShutdownGracePeriod" $c.nodeShutdownGracePeriod) | float64) (include "graceguard.seconds" (list "config.nodeShutdownGracePeriodCriticalPods" $c.nodeShutdownGracePeriodCriticalPods) | float64) | floor | int64) -}}
+{{- end -}}
+- name: clusterTerms
+  expression: {{ printf "{%s}" (join ", " $terms) | quote }}
+- name: clusterHandler
+  expression: {{ printf "'%s'" $c.prestopHandler | quote }}
+- name: profiles
+  expression: {{ printf "{%s}" (join ", " $ps) | quote }}
+- name: clusterProfile
+  expression: {{ printf "'%s'" $c.defaultRoutingProfile | quote }}
+- name: maxGrace
+  expression: {{ include "graceguard.ceilSeconds" (list "config.maxGracePeriod" $c.maxGracePeriod) | quote }}
+- name: denyCeiling
+  expression: {{ if $deny }}{{ min (index $deny 0) (last $deny) | toString | quote }}{{ else }}"-1"{{ end }}
+{{- end -}}

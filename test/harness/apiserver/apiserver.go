@@ -99,6 +99,9 @@ type APIServer struct {
 	Balancer       *Balancer
 	// WebhookURL is https://127.0.0.1:PORT, the graceguard server.
 	WebhookURL string
+	// MutatingFloor says whether the chart's mutating floor is installed
+	// (the API server serves MutatingAdmissionPolicy v1: 1.36+).
+	MutatingFloor bool
 	// CA trusts the graceguard server's certificate, which is in CertDir.
 	CA      []byte
 	CertDir string
@@ -248,10 +251,42 @@ func (a *APIServer) InstallPolicies(ctx context.Context) error {
 			return fmt.Errorf("installing the native floor: %w", err)
 		}
 	}
+	// The mutating floor needs MutatingAdmissionPolicy v1, GA and on from
+	// Kubernetes 1.36 (the chart renders it only there).
+	if served, err := a.servesMutatingPolicies(); err != nil {
+		return err
+	} else if served {
+		for _, p := range a.Webhooks.MutatingPolicies {
+			if _, err := api.MutatingAdmissionPolicies().Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("installing the mutating floor: %w", err)
+			}
+		}
+		for _, b := range a.Webhooks.MutatingBindings {
+			if _, err := api.MutatingAdmissionPolicyBindings().Create(ctx, b, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("installing the mutating floor: %w", err)
+			}
+		}
+		a.MutatingFloor = len(a.Webhooks.MutatingPolicies) > 0
+	}
 	if len(a.Webhooks.Policies) == 0 {
 		return nil
 	}
 	return a.WaitFloor(ctx, 30*time.Second)
+}
+
+// servesMutatingPolicies reports whether the API server serves
+// admissionregistration.k8s.io/v1 MutatingAdmissionPolicies.
+func (a *APIServer) servesMutatingPolicies() (bool, error) {
+	rs, err := a.Client.Discovery().ServerResourcesForGroupVersion(admissionv1.SchemeGroupVersion.String())
+	if err != nil {
+		return false, err
+	}
+	for _, r := range rs.APIResources {
+		if r.Name == "mutatingadmissionpolicies" {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // WaitFloor waits until the native floor refuses, in an opted-in
@@ -463,7 +498,9 @@ func (a *APIServer) WaitMutating(ctx context.Context, timeout time.Duration) err
 			return err
 		}
 		got, err := a.Client.CoreV1().Pods(probeNamespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err == nil && got.Annotations[mutate.AnnotationBudget] != "" {
+		// Only graceguard's webhook labels a Pod treated "true" (the
+		// mutating floor labels it "floor").
+		if err == nil && got.Labels[mutate.LabelTreated] == mutate.LabelTreatedValue {
 			return nil
 		}
 		last = err

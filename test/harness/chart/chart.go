@@ -42,6 +42,10 @@ type Webhooks struct {
 	Validating []*admissionv1.ValidatingWebhookConfiguration
 	Policies   []*admissionv1.ValidatingAdmissionPolicy
 	Bindings   []*admissionv1.ValidatingAdmissionPolicyBinding
+	// MutatingPolicies and MutatingBindings are the mutating floor's
+	// (rendered for Kubernetes 1.36+).
+	MutatingPolicies []*admissionv1.MutatingAdmissionPolicy
+	MutatingBindings []*admissionv1.MutatingAdmissionPolicyBinding
 }
 
 // RenderWebhooks renders the chart like `helm template` and returns its
@@ -189,6 +193,18 @@ func parseWebhooks(manifest string) (Webhooks, error) {
 				return w, err
 			}
 			w.Bindings = append(w.Bindings, b)
+		case "MutatingAdmissionPolicy":
+			p := &admissionv1.MutatingAdmissionPolicy{}
+			if err := yaml.UnmarshalStrict(doc, p); err != nil {
+				return w, err
+			}
+			w.MutatingPolicies = append(w.MutatingPolicies, p)
+		case "MutatingAdmissionPolicyBinding":
+			b := &admissionv1.MutatingAdmissionPolicyBinding{}
+			if err := yaml.UnmarshalStrict(doc, b); err != nil {
+				return w, err
+			}
+			w.MutatingBindings = append(w.MutatingBindings, b)
 		}
 	}
 	if len(w.Mutating) == 0 || len(w.Validating) == 0 {
