@@ -119,13 +119,24 @@ func alertsInPrometheus(ctx context.Context) {
 	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	zeroAt = mon.mark("12. Prometheus reads 0 available replicas (kube-state-metrics)")
 
-	By("a Pod create in an opted-in namespace is refused meanwhile: what the alert is about")
-	_, err := kube.CoreV1().Pods(nsLab).Create(ctx, appPod(nsLab, "no-replica-probe", nil, nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	By("a Pod create in an opted-in namespace meanwhile: what the alert is about")
+	probe, err := kube.CoreV1().Pods(nsLab).Create(ctx, appPod(nsLab, "no-replica-probe", nil, nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	if err != nil {
 		a.Refused = err.Error()
 	}
-	ck.Add("meanwhile a Pod create (dry run) in an opted-in namespace is refused, Fail webhooks "+strings.Join(failing, ", "),
-		"refused: failed calling webhook", err != nil && strings.Contains(err.Error(), "failed calling webhook"), "%s", evidence.OrNone(a.Refused))
+	if len(failing) > 0 {
+		ck.Add("meanwhile a Pod create (dry run) in an opted-in namespace is refused, Fail webhooks "+strings.Join(failing, ", "),
+			"refused: failed calling webhook", err != nil && strings.Contains(err.Error(), "failed calling webhook"), "%s", evidence.OrNone(a.Refused))
+	} else {
+		// Every webhook fails open: the Pod is admitted, with the budget
+		// of the chart's mutating floor (graceguard.io/treated: floor).
+		var label, record string
+		if err == nil {
+			label, record = probe.Labels["graceguard.io/treated"], probe.Annotations[budgetKey]
+		}
+		ck.Add("meanwhile a Pod create (dry run) in an opted-in namespace is admitted, with the mutating floor's budget (every webhook fails open)",
+			"admitted, treated=floor, "+budgetKey+" set", err == nil && label == "floor" && record != "", "%s", errOr(err, fmt.Sprintf("treated=%s, %s", label, record)))
+	}
 
 	By("GraceguardNoReadyWebhook goes pending, then fires after its for: 1m")
 	var firing alert

@@ -534,6 +534,13 @@ func trimErr(err error) string {
 // apiserverCounters sums the apiserver's counter metric by webhook name.
 func apiserverCounters(ctx context.Context, metric string) map[string]float64 {
 	GinkgoHelper()
+	return apiserverCountersBy(ctx, metric, "name")
+}
+
+// apiserverCountersBy sums the API server's counter metric by the value of
+// one of its labels (its series with a value for the others summed).
+func apiserverCountersBy(ctx context.Context, metric, label string) map[string]float64 {
+	GinkgoHelper()
 	raw, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	Expect(err).NotTo(HaveOccurred())
 	out := map[string]float64{}
@@ -549,7 +556,7 @@ func apiserverCounters(ctx context.Context, metric string) map[string]float64 {
 		if err != nil {
 			continue
 		}
-		name := labelValue(line[len(metric)+1:i], "name")
+		name := labelValue(line[len(metric)+1:i], label)
 		out[name] += v
 	}
 	return out

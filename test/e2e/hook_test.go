@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,7 +52,7 @@ func hookLongerThanGrace(ctx context.Context) {
 	const want = "must be shorter than terminationGracePeriodSeconds"
 
 	By("creating it in an opted-in namespace (the Pod opted out of mutation, not of the hook check)")
-	rejBefore := apiserverCounters(ctx, "apiserver_admission_webhook_rejection_count")
+	floorBefore := floorDenials(ctx)
 	_, err := kube.AppsV1().Deployments(nsHookA).Create(ctx, slowHookDeployment(nsHookA), metav1.CreateOptions{})
 	if err != nil {
 		h.Denied = err.Error()
@@ -64,11 +65,11 @@ func hookLongerThanGrace(ctx context.Context) {
 		h.DeniedPod = err.Error()
 	}
 	ck.Add("graceguard refuses the same spec as a bare Pod", "denied: "+want, err != nil && strings.Contains(err.Error(), want), "%s", evidence.OrNone(h.DeniedPod))
-	// The counter scenario 5 relies on moves when graceguard denies.
-	rejAfter := apiserverCounters(ctx, "apiserver_admission_webhook_rejection_count")
-	dw, dp := rejAfter["validate-workloads.graceguard.io"]-rejBefore["validate-workloads.graceguard.io"], rejAfter["validate-pods.graceguard.io"]-rejBefore["validate-pods.graceguard.io"]
-	ck.Add("the apiserver counts both denials in apiserver_admission_webhook_rejection_count", "+1 validate-workloads, +1 validate-pods",
-		dw == 1 && dp == 1, "%+g validate-workloads, %+g validate-pods", dw, dp)
+	// The native floor refuses both inside the API server (before any
+	// validating webhook), which counts them.
+	denials := floorDenials(ctx) - floorBefore
+	ck.Add("the native floor refused both, counted in apiserver_validating_admission_policy_check_total", "+2 deny by "+fullname+"-floor",
+		denials == 2 && strings.Contains(h.Denied, "ValidatingAdmissionPolicy") && strings.Contains(h.DeniedPod, "ValidatingAdmissionPolicy"), "%+g", denials)
 
 	By("creating it where graceguard does not look, and deleting its Pod during a 15 s request")
 	dep, err := kube.AppsV1().Deployments(nsHookB).Create(ctx, slowHookDeployment(nsHookB), metav1.CreateOptions{})
@@ -138,4 +139,28 @@ func errOr(err error, ok string) string {
 		return err.Error()
 	}
 	return ok
+}
+
+// floorDenials is how many requests the API server's native floor
+// (graceguard's ValidatingAdmissionPolicy) has denied.
+func floorDenials(ctx context.Context) float64 {
+	GinkgoHelper()
+	var n float64
+	raw, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	for _, line := range strings.Split(string(raw), "\n") {
+		const metric = "apiserver_validating_admission_policy_check_total{"
+		if !strings.HasPrefix(line, metric) {
+			continue
+		}
+		i := strings.LastIndexByte(line, '}')
+		labels := line[len(metric):i]
+		if labelValue(labels, "policy") != fullname+"-floor" || labelValue(labels, "enforcement_action") != "deny" {
+			continue
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSpace(line[i+1:]), 64); err == nil {
+			n += v
+		}
+	}
+	return n
 }

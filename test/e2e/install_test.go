@@ -285,6 +285,11 @@ var _ = Describe("graceguard on a real node", Ordered, ContinueOnFailure, func()
 		requireInstalled()
 		nodeDrain(ctx)
 	}, NodeTimeout(12*time.Minute))
+
+	It("15. graceguard down, then starved, during a rollout under load: no creation refused, no hook past its grace, none lost", func(ctx SpecContext) {
+		requireInstalled()
+		degrade(ctx)
+	}, NodeTimeout(25*time.Minute))
 })
 
 // certMountTimes reads, from each webhook replica's log, when its rotator

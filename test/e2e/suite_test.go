@@ -79,6 +79,8 @@ const (
 	// graceguard (a) and without (b).
 	nsDrainA = "gg-e2e-drain-a"
 	nsDrainB = "gg-e2e-drain-b"
+	// Scenario 15: the rollouts while graceguard is down or starved.
+	nsDegrade = "gg-e2e-degrade"
 
 	optInLabel = "graceguard.io/inject"
 )
@@ -88,7 +90,7 @@ var testNamespaces = []struct {
 	optedIn bool
 }{{nsLab, true}, {nsControl, false}, {nsRollA, true}, {nsRollB, false}, {nsHookA, true}, {nsHookB, false}, {nsChurn, true}, {nsMesh, true}, {nsTune, true}, {nsNative, true},
 	{nsHostile, true}, {nsHostileOut, false}, {nsSteady, true}, {nsBroken, true}, {nsQueue, true},
-	{nsIngress, false}, {nsIngressA, true}, {nsIngressB, false}, {nsDrainA, true}, {nsDrainB, false}}
+	{nsIngress, false}, {nsIngressA, true}, {nsIngressB, false}, {nsDrainA, true}, {nsDrainB, false}, {nsDegrade, true}}
 
 var (
 	cl       *cluster.Cluster

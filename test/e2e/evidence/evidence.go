@@ -96,6 +96,7 @@ type Run struct {
 	Alerts      *Alerts      `json:"alerts,omitempty"`
 	Ingress     *Ingress     `json:"realIngress,omitempty"`
 	Drain       *Drain       `json:"nodeDrain,omitempty"`
+	Degrade     *Degrade     `json:"degrade,omitempty"`
 }
 
 // Env is what the run ran on.
@@ -556,6 +557,48 @@ type DrainArm struct {
 	Log     []DrainLine `json:"kubectlDrain"`
 }
 
+// Degrade is scenario 15 (issue 41): a rolling restart of a Deployment
+// under load while graceguard's webhook replicas are SIGKILLed and kept
+// down, then while they are held by the kernel to their CPU request and a
+// CPU hog runs beside them. graceguard degrades, never blocks: no creation
+// is refused for its sake, no hook outlasts its grace, and the Pods the
+// native floors treated drain like the webhook's.
+type Degrade struct {
+	Replicas int `json:"replicas"`
+	// The load, as scenario 3's.
+	RouterLag     Secs          `json:"routerLagSeconds"`
+	Rate          int           `json:"requestsPerSecond"`
+	Work          Secs          `json:"workSeconds"`
+	ClientTimeout Secs          `json:"clientTimeoutSeconds"`
+	Arms          []*DegradeArm `json:"arms"`
+	Checks        Checks        `json:"checks"`
+}
+
+// DegradeArm is one rollout: what the clients saw (Arm), what graceguard's
+// replicas were put through, and what admission did with the new Pods.
+type DegradeArm struct {
+	Arm
+	// Disruption says what graceguard went through.
+	Disruption string `json:"disruption"`
+	// Refused counts the ReplicaSets' FailedCreate events: Pod creations
+	// the API server refused.
+	Refused int `json:"creationsRefused"`
+	// The new Pods by who gave them their budget: graceguard's webhook
+	// (graceguard.io/treated: true), the mutating floor (floor), none.
+	ByWebhook int `json:"byWebhook"`
+	ByFloor   int `json:"byFloor"`
+	NoBudget  int `json:"noBudget"`
+	// HookOverGrace counts new Pods with a preStop hook as long as their
+	// grace.
+	HookOverGrace int `json:"hookOverGrace"`
+	// Shed and FailOpen are graceguard's sheds (429) and the API server's
+	// fail-open calls of graceguard's webhooks during the arm.
+	Shed     float64 `json:"shed"`
+	FailOpen float64 `json:"failOpen"`
+	// Alert is GraceguardNoReadyWebhook's state seen during the arm.
+	Alert string `json:"alert,omitempty"`
+}
+
 // PodNode is where a Pod ran.
 type PodNode struct {
 	Pod  string `json:"pod"`
@@ -1010,6 +1053,10 @@ func (r *Run) scenarios() []scenario {
 	}
 	add("ingress", "13. Through a real ingress: Traefik", r.Ingress != nil, checksOfI(r.Ingress))
 	add("drain", "14. A node drain under load, with a PodDisruptionBudget", r.Drain != nil, checksOfDr(r.Drain))
+	// Runs from before this scenario existed have no such row.
+	if r.Degrade != nil {
+		add("degrade", "15. graceguard down or starved during a rollout", true, r.Degrade.Checks)
+	}
 	return out
 }
 

@@ -443,3 +443,27 @@ func TestRendersARealRunOfTheDrainScenario(t *testing.T) {
 		}
 	}
 }
+
+func TestRendersTheDegradeScenario(t *testing.T) {
+	r := &Run{Schema: Schema, Degrade: &Degrade{Replicas: 10, RouterLag: 2, Rate: 50, Work: 0.1, ClientTimeout: 5,
+		Arms: []*DegradeArm{
+			{Arm: Arm{Name: "a: graceguard down", Namespace: "gg-e2e-degrade", OptedIn: true, Sent: 2000, Succeeded: 2000, Rollout: 61.5},
+				Disruption: "both replicas SIGKILLed, kept down", ByFloor: 10, FailOpen: 30, Alert: "firing"},
+			{Arm: Arm{Name: "b: graceguard starved", Namespace: "gg-e2e-degrade", OptedIn: true, Sent: 1900, Succeeded: 1900, Rollout: 55},
+				Disruption: "held to 50m, CPU hogs", ByWebhook: 7, ByFloor: 3, Shed: 2},
+		}}}
+	r.Degrade.Checks.Add("a: no creation refused", "0", true, "0")
+	md := Markdown(r, ".")
+	for _, want := range []string{
+		"| 15. graceguard down or starved during a rollout | passed | a: graceguard down: 0 of 2000 failed, 0 creations refused, 0 hooks past grace; " +
+			"b: graceguard starved: 0 of 1900 failed, 0 creations refused, 0 hooks past grace |",
+		"## 15. graceguard down or starved during a rollout (issue 41)",
+		"| a: graceguard down | both replicas SIGKILLed, kept down | 2000 | 2000 | 0 | none | 0 | 0 / 10 / 0 | 0 | 0 / 30 | 61.5 s |",
+		"| b: graceguard starved | held to 50m, CPU hogs | 1900 | 1900 | 0 | none | 0 | 7 / 3 / 0 | 0 | 2 / 0 | 55.0 s |",
+		"a: graceguard down: GraceguardNoReadyWebhook firing.",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the degrade scenario renders without %q:\n%s", want, md)
+		}
+	}
+}
