@@ -197,8 +197,8 @@ var _ = Describe("graceguard's own rollout", Ordered, func() {
 			if err != nil {
 				return err.Error()
 			}
-			return p.Annotations[mutate.AnnotationBudget]
-		}, 30*time.Second).ShouldNot(BeEmpty())
+			return p.Labels[mutate.LabelTreated]
+		}, 30*time.Second).Should(Equal(mutate.LabelTreatedValue))
 
 		before := apiserverMetrics(ctx)
 		var res rolloutResult
@@ -223,7 +223,9 @@ var _ = Describe("graceguard's own rollout", Ordered, func() {
 						if res.firstErr == nil {
 							res.firstErr = err
 						}
-					case got.Annotations[mutate.AnnotationBudget] == "":
+					case got.Labels[mutate.LabelTreated] != mutate.LabelTreatedValue:
+						// Not graceguard's webhook's (the mutating floor's
+						// label is "floor"): its call failed open.
 						res.created++
 						res.unmutated++
 					default:
