@@ -24,7 +24,10 @@ func TestDemoShowsInjectionTimelineAndDenial(t *testing.T) {
 		`spec.containers[api].lifecycle.preStop: {"sleep":{"seconds":8}}`,
 		"t=45s  SIGKILL deadline",
 		"deployment.apps/queue-consumer created",
-		`Error from server (Invalid): admission webhook "validate-workloads.graceguard.io" denied the request: Deployment.apps "legacy-gateway" is invalid`,
+		// The chart's native floor refuses it inside the API server, in
+		// graceguard's words.
+		`Error from server (Invalid): deployments.apps "legacy-gateway" is forbidden: ValidatingAdmissionPolicy 'graceguard-floor' with binding 'graceguard-floor' denied request: ` +
+			`spec.template.spec.containers[0].lifecycle.preStop: Invalid value: "exec sh -c sleep 40": must be shorter than terminationGracePeriodSeconds (30s)`,
 		"== cleaning up",
 	} {
 		if !strings.Contains(got, want) {
