@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -118,11 +119,29 @@ type budgetKey struct{}
 // within its own timeout; a whole second is the shortest it reads.
 const RetryAfterSeconds = 1
 
-// maxDrainBytes is the largest body a shed review's answer reads (and
-// discards) first, so that the connection stays open for the API
-// server's retry: a new TLS handshake costs an overloaded replica more
-// CPU than reading an ordinary review does.
-const maxDrainBytes = 64 << 10
+// smallBody is the largest body read before its review queues, and read
+// (and discarded) before a shed review's answer so that the connection
+// stays open for the API server's retry: a new TLS handshake costs an
+// overloaded replica more CPU than reading an ordinary review does. An
+// ordinary Pod's review is a few KiB to a few dozen.
+const smallBody = 64 << 10
+
+// readBack is a body already read: its bytes, then the error reading it
+// ended with, if any.
+type readBack struct {
+	*bytes.Reader
+	err error
+}
+
+func (b readBack) Read(p []byte) (int, error) {
+	n, err := b.Reader.Read(p)
+	if err == io.EOF && b.err != nil {
+		err = b.err
+	}
+	return n, err
+}
+
+func (readBack) Close() error { return nil }
 
 // wrap guards one endpoint. The review runs on a context of its own: not
 // cancelled when the server shuts down, so reviews in flight during the
@@ -151,17 +170,34 @@ func (g *guard) wrap(name Name, h http.Handler) http.Handler {
 			http.Error(w, fmt.Sprintf("request body of %d bytes is over graceguard's limit of %d", r.ContentLength, MaxReviewBytes), http.StatusRequestEntityTooLarge)
 			return
 		}
-		// The answer must be sent before the API server gives up: it
-		// keeps the margin the namespace read keeps (lookupDeadline). The
-		// queue decides on its own clock (g.now).
+		// The queue decides on its own clock (g.now).
 		start := g.now()
-		finishBy := start.Add(timeout - answerMargin(timeout))
-		if !g.acquire(ctx, start, finishBy, weight) {
+		// A body of an ordinary review's size is read before the review
+		// queues, its bytes reserved first. net/http then watches the
+		// connection (its background read starts at the body's end), so a
+		// review whose API server gave up and closed the connection, or
+		// that is still waiting when this replica shuts down, leaves the
+		// queue (429: the API server retries it, on another replica when
+		// this one is going) instead of being worked on for nobody.
+		early := r.Body != nil && r.Body != http.NoBody && r.ContentLength >= 0 && r.ContentLength <= smallBody
+		if early {
+			if !g.bytes.TryAcquire(weight) {
+				g.metrics.record(name, DecisionError, ReasonOverloaded)
+				shed(w, r)
+				return
+			}
+			body, err := io.ReadAll(io.LimitReader(r.Body, smallBody+1))
+			r.Body = readBack{Reader: bytes.NewReader(body), err: err}
+		}
+		granted, ok := g.acquire(ctx, r.Context(), start, start.Add(admitWithin(timeout)), weight, early)
+		if !ok {
+			if early {
+				g.bytes.Release(weight)
+			}
 			g.metrics.record(name, DecisionError, ReasonOverloaded)
 			shed(w, r)
 			return
 		}
-		granted := g.now()
 		defer func() { g.release(weight, g.now().Sub(granted)) }()
 		if r.Body != nil && r.Body != http.NoBody {
 			// A body longer than it said, or unannounced and over the limit,
@@ -183,8 +219,8 @@ func (g *guard) wrap(name Name, h http.Handler) http.Handler {
 // kept for the retry instead of closed unread (see pkg/server,
 // endUnreadBodies).
 func shed(w http.ResponseWriter, r *http.Request) {
-	if r.Body != nil && r.Body != http.NoBody && r.ContentLength >= 0 && r.ContentLength <= maxDrainBytes {
-		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, maxDrainBytes+1))
+	if r.Body != nil && r.Body != http.NoBody && r.ContentLength >= 0 && r.ContentLength <= smallBody {
+		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, smallBody+1))
 	}
 	w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
 	http.Error(w, "graceguard is at its capacity and could not answer this review in time; retry", http.StatusTooManyRequests)
@@ -193,30 +229,37 @@ func shed(w http.ResponseWriter, r *http.Request) {
 // acquire takes a slot and weight bytes for a review that arrived at
 // start and must be answered by finishBy: at once, or after a wait that
 // the queue expects to end in time, and never past the review's latest
-// start. It reports false, having taken nothing, when the review is shed.
-func (g *guard) acquire(ctx context.Context, start, finishBy time.Time, weight int64) bool {
+// start; the bytes are held already when haveBytes. It returns when the
+// slot was granted, or false, having taken nothing, when the review is
+// shed or its client went away (client ends: its connection closed, or
+// the server shuts down).
+func (g *guard) acquire(ctx, client context.Context, start, finishBy time.Time, weight int64, haveBytes bool) (time.Time, bool) {
 	wt, ok := g.adm.arrive(start, finishBy)
 	if !ok {
-		return false
+		return time.Time{}, false
 	}
-	if wt != nil && !g.wait(ctx, wt) {
-		return false
+	granted := start
+	if wt != nil {
+		if !g.wait(ctx, client, wt) {
+			return time.Time{}, false
+		}
+		granted = wt.grantedAt
 	}
-	if g.bytes.TryAcquire(weight) {
-		return true
+	if haveBytes || g.bytes.TryAcquire(weight) {
+		return granted, true
 	}
 	bctx, cancel := context.WithDeadline(ctx, finishBy)
 	defer cancel()
 	if g.bytes.Acquire(bctx, weight) != nil {
 		g.adm.release(g.now(), 0)
-		return false
+		return time.Time{}, false
 	}
-	return true
+	return granted, true
 }
 
 // wait waits until wt is granted a slot (true) or shed, its latest start
-// passed, or its request ended (false).
-func (g *guard) wait(ctx context.Context, wt *waiter) bool {
+// passed, or its request or client ended (false).
+func (g *guard) wait(ctx, client context.Context, wt *waiter) bool {
 	t := time.NewTimer(wt.latestStart.Sub(g.now()))
 	defer t.Stop()
 	select {
@@ -224,8 +267,13 @@ func (g *guard) wait(ctx context.Context, wt *waiter) bool {
 		return wt.granted
 	case <-t.C:
 	case <-ctx.Done():
+	case <-client.Done():
 	}
-	return g.adm.giveUp(wt)
+	if g.adm.giveUp(wt) {
+		// Granted meanwhile: the slot is held.
+		return true
+	}
+	return false
 }
 
 // release gives back a review's bytes and slot; it held the slot for held.
@@ -256,6 +304,22 @@ func requestTimeout(r *http.Request, maxTimeout time.Duration) time.Duration {
 	}
 	return d
 }
+
+// admitWithin is how soon after its handler starts a review of timeout
+// must be expected to be answered for the guard to admit it: the time the
+// namespace read gets too (lookupDeadline), 4s of the chart's 5s. The
+// rest is for what the guard cannot see: the time the request took to
+// reach the handler and the answer's way back.
+//
+// Why not less: a review shed with 429 waits its Retry-After second in
+// the API server on an idle connection, and past 25 idle connections the
+// API server's transport closes the rest, so each shed review tends to
+// come back on a new connection: a TLS handshake the overloaded replica
+// pays (measured: under a 20m quota with 64 creators, handshakes took a
+// fifth of its CPU once it shed a few hundred reviews). A replica past
+// its capacity keeps its goodput by serving what it can in time, in
+// order, and shedding only what cannot be.
+func admitWithin(timeout time.Duration) time.Duration { return timeout - answerMargin(timeout) }
 
 // lookupDeadline is when a namespace read for the review in ctx must end:
 // early enough to answer in time. The answer keeps a fifth of the review's

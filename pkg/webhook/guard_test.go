@@ -179,8 +179,8 @@ func TestAReviewThatCannotFinishInTimeIsShedBeforeItsHandlerRuns(t *testing.T) {
 	<-gd.started
 	gd.hold.Store(false)
 
-	// 5s: answered by 4s (a fifth kept for the answer); the slot frees in
-	// about 3s, then it needs 3s: it cannot make it.
+	// 5s: admitted if answered within 4s (admitWithin); the slot frees
+	// in about 3s, then it needs 3s: it cannot make it.
 	rec := gd.serve("5s")
 	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != strconv.Itoa(RetryAfterSeconds) {
 		t.Fatalf("a review that cannot finish in time: %d, Retry-After %q; want 429 with Retry-After %d", rec.Code, rec.Header().Get("Retry-After"), RetryAfterSeconds)
@@ -192,8 +192,8 @@ func TestAReviewThatCannotFinishInTimeIsShedBeforeItsHandlerRuns(t *testing.T) {
 		t.Errorf("%v reviews counted overloaded, want 1", n)
 	}
 
-	// 10s: answered by 8s, starting by 5s; the slot frees in about 3s:
-	// it waits, and is served once the slot frees.
+	// 10s: answered within 8s, so starting by 5s; the slot frees in
+	// about 3s: it waits, and is served once the slot frees.
 	waited := make(chan *httptest.ResponseRecorder, 1)
 	go func() { waited <- gd.serve("10s") }()
 	for {
@@ -225,7 +225,7 @@ func TestAWaitingReviewIsShedAtItsLatestStart(t *testing.T) {
 	go func() { busy <- gd.serve("10s") }()
 	<-gd.started
 	// No service measured yet: it may wait until its latest finish, half
-	// of a 1s timeout (the other half is kept for the answer).
+	// of a 1s timeout (admitWithin).
 	if rec := gd.serve("1s"); rec.Code != http.StatusTooManyRequests {
 		t.Errorf("a review still waiting at its latest start: %d, want 429", rec.Code)
 	}
@@ -348,15 +348,15 @@ func overload(slots int, rate float64, d, finish time.Duration, service func(i i
 // admits only what can finish, and sheds the rest on arrival. Simulated,
 // so it counts and never times: 4 slots, 20ms a review (200 reviews/s),
 // 400 a second offered for a minute, each with the chart's 5s timeout
-// (4s to answer).
+// (admitted if answered within 4s).
 func TestAtTwiceItsCapacityAReplicaServesInTime(t *testing.T) {
 	const (
 		slots    = 4
 		per      = 20 * time.Millisecond
 		capacity = slots * float64(time.Second) / float64(per)
 		d        = time.Minute
-		finish   = 4 * time.Second
 	)
+	finish := admitWithin(5 * time.Second)
 	for _, tc := range []struct {
 		name    string
 		service func(i int) time.Duration
@@ -379,5 +379,39 @@ func TestAtTwiceItsCapacityAReplicaServesInTime(t *testing.T) {
 				t.Errorf("%d of %d served reviews finished after their deadline, %d started after their latest start; want none", late, served, startedLate)
 			}
 		})
+	}
+}
+
+// A waiting review whose API server gave up (its connection closed, which
+// ends the request's context once its body was read) leaves the queue
+// without running: no work is done for nobody.
+func TestAWaitingReviewWhoseClientLeftDoesNotRun(t *testing.T) {
+	gd := newGuarded(t)
+	gd.hold.Store(true)
+	busy := make(chan *httptest.ResponseRecorder, 1)
+	go func() { busy <- gd.serve("10s") }()
+	<-gd.started
+	cctx, leave := context.WithCancel(context.Background())
+	req := httptest.NewRequest(http.MethodPost, PathMutatePod+"?timeout=10s", strings.NewReader(`{"request":{}}`)).WithContext(cctx)
+	left := make(chan int, 1)
+	go func() {
+		rec := httptest.NewRecorder()
+		gd.h.ServeHTTP(rec, req)
+		left <- rec.Code
+	}()
+	for {
+		if _, waiting, _ := gd.g.adm.state(); waiting == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	leave()
+	if code := <-left; code != http.StatusTooManyRequests {
+		t.Errorf("a waiting review whose client left: %d, want 429", code)
+	}
+	gd.release <- struct{}{}
+	<-busy
+	if n := gd.calls.Load(); n != 1 {
+		t.Errorf("%d calls, want 1: the review whose client left must not run", n)
 	}
 }

@@ -14,14 +14,16 @@ import (
 // every review that arrives starts at once, they share the CPU and each
 // takes longer the more arrive, until all of them finish after the API
 // server gave up: the work is done and wasted (goodput collapses). So at
-// most slots reviews work at once, their time per review is measured
-// (service, wall time including CPU throttling), and a review that
+// most slots reviews work at once, the replica measures how fast it gets
+// through them (service: a review's time in its slot; interval: the time
+// between two slots freed while reviews wait, wall time including CPU
+// throttling and whatever else the process did), and a review that
 // arrives to a full set of slots waits only when the reviews ahead of it
-// and its own service are expected to end before its latest finish; else
-// it is shed at once, before any work, while its API server still has
-// its whole timeout to retry (the API server's webhook client retries a
-// 429 after its Retry-After, k8s.io/client-go rest/with_retry.go) or to
-// apply the failure policy.
+// and its own service are expected to end before its latest finish
+// (admitWithin); else it is shed at once, before any work, while its API
+// server still has its timeout to retry (the API server's webhook client
+// retries a 429 after its Retry-After, k8s.io/client-go
+// rest/with_retry.go) or to apply the failure policy.
 //
 // Why first come, first served and not LIFO: LIFO serves fresh reviews
 // under a standing queue by letting old ones go stale, then sheds them
@@ -41,9 +43,20 @@ type queue struct {
 	// maxWaiting bounds the queue; one more is shed on arrival.
 	maxWaiting int
 	waiting    list.List // of *waiter, oldest first
-	// service is the estimated wall time a review holds its slot: an
-	// exponentially weighted mean of the measured ones (0 until one is).
+	// service is the estimated wall time a review holds its slot, from
+	// the moment the queue grants it to its release: an exponentially
+	// weighted mean of the measured ones (0 until one is).
 	service time.Duration
+	// interval is the estimated time between two releases while reviews
+	// wait (each release hands its slot on): the replica's own measure of
+	// how fast it gets through a queue, whatever else takes its CPU (TLS,
+	// HTTP, the garbage collector, a quota's throttling) and however long
+	// a granted waiter takes to be scheduled; 0 until measured.
+	interval time.Duration
+	// lastRelease is when the last slot was released, handedOn whether
+	// it went to a waiter (so the time since then was spent backlogged).
+	lastRelease time.Time
+	handedOn    bool
 }
 
 // serviceWeight is the weight of a new measurement in the service
@@ -61,7 +74,10 @@ type waiter struct {
 	ready   chan struct{}
 	granted bool
 	decided bool
-	elem    *list.Element
+	// grantedAt is when the queue gave it a slot: its slot time counts
+	// from then, scheduling delays included.
+	grantedAt time.Time
+	elem      *list.Element
 }
 
 func newQueue(slots, maxWaiting int) *queue {
@@ -92,9 +108,11 @@ func (a *queue) arrive(now, finishBy time.Time) (w *waiter, ok bool) {
 }
 
 // expectedWait is how long a review with ahead reviews queued before it
-// waits for a slot: the slots free one every service/slots on average.
+// waits for a slot: a slot frees every interval as measured while
+// backlogged, and never faster than service/slots (the slots' own time).
 func (a *queue) expectedWait(ahead int) time.Duration {
-	return time.Duration(int64(a.service) * int64(ahead+1) / int64(a.slots))
+	n := int64(ahead + 1)
+	return time.Duration(max(int64(a.interval)*n, int64(a.service)*n/int64(a.slots)))
 }
 
 // release frees a slot at now, after a review held it for held (0: the
@@ -104,12 +122,12 @@ func (a *queue) release(now time.Time, held time.Duration) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if held > 0 {
-		if a.service == 0 {
-			a.service = held
-		} else {
-			a.service += (held - a.service) / serviceWeight
-		}
+		a.service = ewma(a.service, held)
 	}
+	if a.handedOn {
+		a.interval = ewma(a.interval, now.Sub(a.lastRelease))
+	}
+	a.lastRelease, a.handedOn = now, false
 	for a.waiting.Len() > 0 {
 		w := a.waiting.Remove(a.waiting.Front()).(*waiter)
 		w.decided = true
@@ -117,11 +135,19 @@ func (a *queue) release(now time.Time, held time.Duration) {
 			close(w.ready)
 			continue
 		}
-		w.granted = true
+		w.granted, w.grantedAt, a.handedOn = true, now, true
 		close(w.ready)
 		return
 	}
 	a.busy--
+}
+
+// ewma moves the estimate est towards a new measurement m.
+func ewma(est, m time.Duration) time.Duration {
+	if est == 0 {
+		return m
+	}
+	return est + (m-est)/serviceWeight
 }
 
 // giveUp takes w out of the queue when its own wait ended (its latest
