@@ -133,14 +133,15 @@ func (r *Results) cpuHeld(ctx context.Context, o Options, logf func(string, ...a
 	if len(o.HeldLevels) > 0 {
 		levels = o.HeldLevels
 	}
-	i := 0
-	for _, mc := range levels {
-		for _, n := range o.HeldCreators {
+	for li, mc := range levels {
+		for ni, n := range o.HeldCreators {
+			// Which variant goes first alternates along both the levels
+			// and the creators, so that neither always follows the other
+			// at the same number of creators.
 			order := slices.Clone(variants)
-			if i%2 == 1 {
+			if (li+ni)%2 == 1 {
 				slices.Reverse(order)
 			}
-			i++
 			for _, v := range order {
 				c, err := v.cell(ctx, mc, n, o.HeldWarmup, o.HeldDuration)
 				if err != nil {
