@@ -2,6 +2,8 @@ package bench
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -44,10 +46,43 @@ func heldTargets(r *Results) []Target {
 		met = met && q >= goalHeldGoodput
 		ratios = append(ratios, fmt.Sprintf("%dm: %.0f%% (%s vs %s creates/s)", mc, 100*q, num(b.PodsPerSec), num(a.PodsPerSec)))
 	}
-	return []Target{
-		checked(refusedGoal, known, total == 0, "refused %s", strings.Join(refused, ", ")),
-		checked(goodputGoal, known, met, "%s", strings.Join(ratios, "; ")),
+	rt := checked(refusedGoal, known, total == 0, "refused %s", strings.Join(refused, ", "))
+	gt := checked(goodputGoal, known, met, "%s", strings.Join(ratios, "; "))
+	var whyRefused, whyGoodput []string
+	for _, mc := range levels {
+		for _, n := range h.Creators {
+			if c, ok := h.cell(HeldThis, mc, n); ok && c.Refused > 0 {
+				whyRefused = append(whyRefused, fmt.Sprintf("at %dm with %d creators the API server's calls were %s; the webhook shed %d reviews and used %s of its %s cores",
+					mc, n, callsText(c.Calls), c.Shed, num(c.Cores), num(float64(mc)/1000)))
+			}
+		}
+		a, okA := h.cell(HeldThis, mc, few)
+		b, okB := h.cell(HeldThis, mc, many)
+		if okA && okB && a.PodsPerSec > 0 && b.PodsPerSec/a.PodsPerSec < goalHeldGoodput {
+			whyGoodput = append(whyGoodput, fmt.Sprintf("at %dm the webhook used %s cores with %d creators and %s with %d, of its %s",
+				mc, num(a.Cores), few, num(b.Cores), many, num(float64(mc)/1000)))
+		}
 	}
+	load := fmt.Sprintf(" (load average %.2f at the phase's start, %.2f at its end, on %d CPUs)", h.LoadAvgStart[0], h.LoadAvgEnd[0], r.Machine.NProc)
+	if len(whyRefused) > 0 {
+		rt.explain(strings.Join(whyRefused, "; ") + load + ".")
+	}
+	if len(whyGoodput) > 0 {
+		gt.explain(strings.Join(whyGoodput, "; ") + ": below its quota, the webhook was fed slower than it could serve" + load + ".")
+	}
+	return []Target{rt, gt}
+}
+
+// callsText lists the API server's calls by webhook and code, sorted.
+func callsText(calls map[string]int) string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(calls)) {
+		out = append(out, fmt.Sprintf("%s %d", k, calls[k]))
+	}
+	if len(out) == 0 {
+		return "not recorded"
+	}
+	return strings.Join(out, ", ")
 }
 
 // heldLevel is the starved CPU setting for a request of mc millicores.
