@@ -71,9 +71,9 @@ func TestRun(t *testing.T) {
 		},
 		{
 			name:     "review limits out of range exit 2 naming each flag",
-			args:     []string{"--webhook-timeout=31s", "--max-concurrent-reviews=0"},
+			args:     []string{"--webhook-timeout=31s", "--max-concurrent-reviews=10001"},
 			wantCode: exitUsage,
-			wantOut:  []string{"--webhook-timeout=31s: want 1s to 30s", "--max-concurrent-reviews=0: want 1 to 10000"},
+			wantOut:  []string{"--webhook-timeout=31s: want 1s to 30s", "--max-concurrent-reviews=10001: want 0 to 10000"},
 		},
 		{
 			name:     "an in-flight budget smaller than the largest review exits 2",

@@ -57,7 +57,7 @@ func Flags(c *server.Config) flags.Flags {
 		flags.Flag{Name: flags.WebhookTimeout.Name, Value: flags.WebhookTimeout.Value(&c.Limits.Timeout),
 			Usage: "the largest timeoutSeconds of graceguard's webhook configurations: a review ends by then (or by the shorter ?timeout= its request names), the namespace read a fifth earlier (at least 1s), and the server's read and write timeouts are sized to it; 1s to 30s"},
 		flags.Flag{Name: flags.MaxConcurrentReviews.Name, Value: flags.Int(&c.Limits.MaxInFlight),
-			Usage: "reviews handled at once; more wait (at most 128 of them, for at most 1s) or are refused with 429"},
+			Usage: "reviews worked on at once (0: 2 per GOMAXPROCS, at least 4); more wait, at most 128 and only while they can still be answered before their deadline, or are refused at once with 429 and Retry-After"},
 		flags.Flag{Name: flags.MaxInflightReviewBytes, Value: flags.Bytes(&c.Limits.InFlightBytes),
 			Usage: "request bytes the reviews handled at once may hold together (e.g. 16Mi); at least 7Mi, the largest review"},
 		flags.Flag{Name: flags.MaxConnections.Name, Value: flags.Int(&c.MaxConnections),

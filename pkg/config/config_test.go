@@ -86,7 +86,7 @@ func TestErrorsPrintValuesAsTheFlagsDo(t *testing.T) {
 		args []string
 		n    int // flag errors
 	}{
-		{[]string{"--port=70000", "--drain-timeout=0s", "--shutdown-delay=6m", "--webhook-timeout=500ms", "--max-concurrent-reviews=0"}, 5},
+		{[]string{"--port=70000", "--drain-timeout=0s", "--shutdown-delay=6m", "--webhook-timeout=500ms", "--max-concurrent-reviews=-1"}, 5},
 		{[]string{"--max-inflight-review-bytes=1Mi", "--max-connections=8", "--max-pending-connections=70000", "--max-grace-period=20s"}, 4},
 		{[]string{"--default-routing-profile=aws-nlb", "--metrics-bind-address=localhost", "--health-probe-bind-address=:99999", "--cert-dir=relative"}, 3}, // a relative --cert-dir is only wrong when self-managed
 		{[]string{"--cert-mode=self-managed", "--namespace=a.b", "--cert-secret-name=Certs", "--service-name=1x", "--cert-dir=certs",

@@ -94,8 +94,10 @@ var (
 	DrainTimeout  = DurationRange{Name: "drain-timeout", Min: time.Second, Max: 5 * time.Minute}
 	// WebhookTimeout is the range of a webhook configuration's
 	// timeoutSeconds.
-	WebhookTimeout        = DurationRange{Name: "webhook-timeout", Min: time.Second, Max: 30 * time.Second, Why: ", the range of a webhook's timeoutSeconds"}
-	MaxConcurrentReviews  = IntRange{Name: "max-concurrent-reviews", Min: 1, Max: 10000}
+	WebhookTimeout = DurationRange{Name: "webhook-timeout", Min: time.Second, Max: 30 * time.Second, Why: ", the range of a webhook's timeoutSeconds"}
+	// MaxConcurrentReviews' 0 derives the number from GOMAXPROCS
+	// (webhook.Limits.Slots; its Why is held to those constants there).
+	MaxConcurrentReviews  = IntRange{Name: "max-concurrent-reviews", Min: 0, Max: 10000, Why: " (0: 2 per GOMAXPROCS, at least 4)"}
 	MaxConnections        = IntRange{Name: "max-connections", Min: 16, Max: maxConnections}
 	MaxPendingConnections = IntRange{Name: "max-pending-connections", Min: 1, Max: maxConnections - 1}
 )

@@ -81,8 +81,8 @@ var CertModes = []CertMode{CertModeFiles, CertModeSelfManaged}
 // connection holds (docs/security.md, "Connections, measured"): at most
 // about 150 KB whatever its client sends, so 256 hold under 40 MiB of the
 // chart's 128Mi beside the 16 MiB of review bodies in flight, and 256 is
-// room for the reviews handled and waiting at once (64 + 128) on
-// connections of their own. The 128 not pending are kept for the API
+// room for the reviews worked on and waiting at once (a few per CPU, and
+// 128) on connections of their own. The 128 not pending are kept for the API
 // servers' kept-alive connections (25 idle each at most).
 const (
 	DefaultMaxConnections        = 256

@@ -136,7 +136,9 @@ func TestInFlightBytesBoundStalledBodies(t *testing.T) {
 }
 
 // Beyond --max-concurrent-reviews, and with no room to wait, a review is
-// refused with 429 and Retry-After at once instead of queueing.
+// refused with 429 and Retry-After at once instead of queueing, on a
+// connection kept open for the API server's retry (a new TLS handshake
+// would cost the overloaded replica more than the review).
 func TestConcurrentReviewsBeyondTheCapAreShed(t *testing.T) {
 	h := startRun(t, 0, 10*time.Second, 3*time.Second, func(c *Config) {
 		c.Limits.MaxInFlight = 1
@@ -145,15 +147,33 @@ func TestConcurrentReviewsBeyondTheCapAreShed(t *testing.T) {
 	slow := make(chan reviewResult, 1)
 	go func() { slow <- h.review(t, h.client(false), "slow") }()
 	h.waitSlowStarted(t)
-	r := h.review(t, h.client(false), "shop")
-	if r.err == nil || !strings.Contains(r.err.Error(), "HTTP 429") {
-		t.Fatalf("second review while one is in flight: %v, want HTTP 429", r.err)
+	c := h.client(false)
+	// A body of an ordinary Pod's size (16 KiB), more than net/http
+	// buffers with the headers.
+	big, err := http.NewRequest(http.MethodPost, "https://"+h.webhookAddr()+webhook.PathMutatePod, strings.NewReader(
+		`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u1","object":{"metadata":{"annotations":{"pad":"`+
+			strings.Repeat("x", 16<<10)+`"}}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Do(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("second review while one is in flight: %s, Retry-After %q; want 429, 1", resp.Status, resp.Header.Get("Retry-After"))
 	}
 	if s := <-slow; !s.mutated() {
 		t.Fatalf("the review in flight was not answered: %v", s.err)
 	}
-	if r := h.review(t, h.client(false), "shop"); !r.mutated() {
+	r := h.review(t, c, "shop")
+	if !r.mutated() {
 		t.Fatalf("a review after the slow one was not answered: %v", r.err)
+	}
+	if !r.reused {
+		t.Error("the retry after a 429 came on a new connection: the shed review's connection was closed")
 	}
 }
 
@@ -166,4 +186,36 @@ func (h *harness) rawConn(t *testing.T) *tls.Conn {
 		t.Fatal(err)
 	}
 	return conn
+}
+
+// /readyz is a state, not a dial: while the webhook port's pending
+// connections are all taken (here by connections that never start their
+// TLS handshake, as under a flood or a starved CPU, where handshakes wait
+// their turn), /readyz still answers at once, within the chart's probe
+// timeout. Before, it dialled the webhook port and waited behind them.
+func TestReadinessDoesNotWaitForTheWebhookPort(t *testing.T) {
+	h := startRun(t, 0, 10*time.Second, time.Second, func(c *Config) {
+		c.MaxConnections = 16
+		c.MaxPendingConnections = 2
+	})
+	for range 2 * h.cfg.MaxPendingConnections {
+		conn, err := net.Dial("tcp", h.webhookAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+	}
+	// The chart's readinessProbe timeoutSeconds is at least 1s.
+	c := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	for i := range 3 {
+		resp, err := c.Get("http://" + h.cfg.HealthProbeBindAddress + PathReadyz)
+		if err != nil {
+			t.Fatalf("/readyz #%d with the pending connections taken: %v", i+1, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("/readyz #%d with the pending connections taken = %d, want 200", i+1, resp.StatusCode)
+		}
+	}
 }

@@ -441,6 +441,9 @@ func (h *harness) review(t *testing.T, c *http.Client, ns string) reviewResult {
 	defer resp.Body.Close()
 	res.proto, res.closeConn, res.at = resp.Proto, resp.Close, time.Now()
 	if resp.StatusCode != http.StatusOK {
+		// Read to its end, as the API server's client does, so the
+		// connection can carry the next review.
+		_, _ = io.Copy(io.Discard, resp.Body)
 		res.err = fmt.Errorf("HTTP %d", resp.StatusCode)
 		return res
 	}

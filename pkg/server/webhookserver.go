@@ -29,17 +29,22 @@ import (
 // likes, and it accepts as many connections as clients open.
 type webhookServer struct {
 	crwebhook.Server
-	host       string
-	port       int
-	certDir    string
-	tls        *tls.Config
-	timeouts   serverTimeouts
-	conns      *connTracker
-	drain      time.Duration
-	mu         sync.Mutex
-	started    bool
-	listenAddr string
-	drainErr   error
+	host     string
+	port     int
+	certDir  string
+	tls      *tls.Config
+	timeouts serverTimeouts
+	conns    *connTracker
+	drain    time.Duration
+	mu       sync.Mutex
+	// serving: the listener is open and one TLS handshake with the
+	// certificate in the cert dir completed through it (confirmServing);
+	// false again once the listener closes. cert is that certificate's
+	// source. StartedChecker reads both; it never dials.
+	serving  bool
+	closed   bool
+	cert     *certwatcher.CertWatcher
+	drainErr error
 }
 
 // serverTimeouts are the http.Server's bounds on one connection.
@@ -204,11 +209,16 @@ func (s *webhookServer) Start(ctx context.Context) error {
 		drained <- srv.Shutdown(dctx)
 	}()
 	s.mu.Lock()
-	s.started, s.listenAddr = true, ln.Addr().String()
+	s.cert = watcher
 	s.mu.Unlock()
+	go s.confirmServing(ctx, ln.Addr().String())
 	logger.Info("serving webhooks", "address", ln.Addr().String(), "readTimeout", t.read, "writeTimeout", t.write,
 		"maxConnections", s.conns.limits.maxOpen, "maxPendingConnections", s.conns.limits.maxPending)
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	err = srv.Serve(ln)
+	s.mu.Lock()
+	s.serving, s.closed = false, true
+	s.mu.Unlock()
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	if err := <-drained; err != nil {
@@ -230,23 +240,62 @@ func (s *webhookServer) DrainErr() error {
 	return s.drainErr
 }
 
-// StartedChecker passes once the server accepts TLS connections.
+// StartedChecker passes while the server serves: once one TLS handshake
+// completed through its listener (confirmServing), until the listener
+// closes. It is a state, never a dial: a probe that dialled the webhook
+// port would wait, behind the connection caps and the reviews for the
+// CPU, exactly when the replica is busiest, and fail on every replica at
+// once under load (issue 41), taking admission down with it. Overload is
+// the guard's to handle, by shedding; readiness says whether the replica
+// can serve at all.
 func (s *webhookServer) StartedChecker() healthz.Checker {
 	return func(*http.Request) error {
 		s.mu.Lock()
-		started, addr := s.started, s.listenAddr
+		serving, cert := s.serving, s.cert
 		s.mu.Unlock()
-		if !started {
+		switch {
+		case cert == nil:
 			return errors.New("webhook server has not been started yet")
+		case !serving:
+			return errors.New("webhook server is not serving TLS yet")
 		}
-		d := &net.Dialer{Timeout: 5 * time.Second}
-		conn, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only whether it answers TLS
-		if err != nil {
-			return fmt.Errorf("webhook server is not reachable: %w", err)
+		if c, err := cert.GetCertificate(nil); err != nil || c == nil {
+			return fmt.Errorf("no serving certificate loaded: %v", err)
 		}
-		return conn.Close()
+		return nil
 	}
 }
+
+// confirmServing dials the listener at addr until one TLS handshake
+// completes, then marks the server serving: the certificate loads, the
+// listener accepts, and the handshake works end to end. It retries every
+// confirmInterval until ctx ends.
+func (s *webhookServer) confirmServing(ctx context.Context, addr string) {
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	for {
+		conn, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			tc := tls.Client(conn, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only whether it answers TLS
+			_ = tc.SetDeadline(time.Now().Add(5 * time.Second))
+			err = tc.HandshakeContext(ctx)
+			_ = tc.Close()
+		}
+		if err == nil {
+			s.mu.Lock()
+			s.serving = !s.closed
+			s.mu.Unlock()
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(confirmInterval):
+		}
+	}
+}
+
+// confirmInterval paces confirmServing's attempts.
+const confirmInterval = 200 * time.Millisecond
 
 // endUnreadBodies ends at once the request of a handler that returned
 // before reading its body to the end (a 404, a 429 or 413 refusal, a body

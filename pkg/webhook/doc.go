@@ -22,6 +22,10 @@
 //   - Metric labels are bounded: webhook names, decisions and reason codes,
 //     never namespaces or object names.
 //   - A review is answered the same whether or not it is a dry run, and its
-//     context outlives the server's shutdown signal, so reviews in flight
-//     when draining starts get their real answer.
+//     context outlives the server's shutdown signal, so reviews being
+//     worked on when draining starts get their real answer; those still
+//     waiting for a slot are shed (429) for the API server to retry.
+//   - Past its capacity a replica works on a few reviews per CPU at once
+//     and admits a review only if it can be answered before its deadline;
+//     it sheds the rest on arrival, before any work (queue.go).
 package webhook

@@ -1,12 +1,14 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"runtime"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -16,11 +18,14 @@ import (
 
 // Limits bound what the reviews in flight may cost together. Whatever a
 // client sends, graceguard holds at most InFlightBytes of request bodies,
-// keeps at most MaxWaiting reviews waiting for room, and gives up on a
-// review when its deadline passes: a webhook with failurePolicy Fail must
-// answer, or fail fast, never stall.
+// works on at most MaxInFlight reviews at once, keeps at most MaxWaiting
+// waiting for a slot, and lets a review wait only while it can still be
+// answered before its deadline (queue.go): a webhook with failurePolicy
+// Fail must answer, or fail fast, never stall, and past its capacity it
+// must keep answering at capacity rather than answer everyone too late.
 type Limits struct {
-	// MaxInFlight bounds the reviews handled at once.
+	// MaxInFlight bounds the reviews doing work at once; 0 derives it
+	// from GOMAXPROCS (Slots).
 	MaxInFlight int64
 	// Timeout bounds a review whose request names no timeout, and caps one
 	// whose request names a longer one. The API server sends each webhook
@@ -30,10 +35,9 @@ type Limits struct {
 	// reserves its Content-Length (MaxReviewBytes when it sends none)
 	// before its body is read.
 	InFlightBytes int64
-	// MaxWaiting bounds the reviews waiting for room; one more is shed at once.
+	// MaxWaiting bounds the reviews waiting for a slot; one more is shed
+	// at once. How long one waits is bounded by its own deadline.
 	MaxWaiting int64
-	// MaxWait bounds how long a review waits for room before it is shed.
-	MaxWait time.Duration
 }
 
 // MaxReviewBytes is the largest request body a review may have:
@@ -41,12 +45,31 @@ type Limits struct {
 // an UPDATE's object and oldObject, fit).
 const MaxReviewBytes = 7 << 20
 
-// DefaultLimits are the documented defaults: the API server's default
-// webhook timeout, and room for two of the largest reviews at once or
-// thousands of ordinary ones.
+// DefaultLimits are the documented defaults: slots from GOMAXPROCS, the
+// API server's default webhook timeout, and room for two of the largest
+// reviews at once or thousands of ordinary ones.
 func DefaultLimits() Limits {
-	return Limits{MaxInFlight: 64, Timeout: 10 * time.Second, InFlightBytes: 16 << 20, MaxWaiting: 128, MaxWait: time.Second}
+	return Limits{MaxInFlight: 0, Timeout: 10 * time.Second, InFlightBytes: 16 << 20, MaxWaiting: 128}
 }
+
+// Slots is the number of reviews that do work at once: MaxInFlight, or
+// with 0, SlotsPerProc per GOMAXPROCS, at least MinSlots. A review is
+// CPU work (decode, decide, encode; the namespace usually comes from the
+// cache), so more at once than the CPUs can run only makes each slower:
+// a few per CPU keep it busy while one reads its body or waits for a
+// namespace read.
+func (l Limits) Slots() int {
+	if l.MaxInFlight > 0 {
+		return int(l.MaxInFlight)
+	}
+	return max(MinSlots, SlotsPerProc*runtime.GOMAXPROCS(0))
+}
+
+// The derived number of slots (Limits.Slots).
+const (
+	SlotsPerProc = 2
+	MinSlots     = 4
+)
 
 // Validate checks the limits as the webhook validates them at start-up,
 // naming each flag at fault (or the field, for those no flag sets), its
@@ -62,24 +85,23 @@ func (l Limits) Validate() error {
 	if l.MaxWaiting < 0 {
 		errs = append(errs, fmt.Errorf("Limits.MaxWaiting=%d: want 0 or more", l.MaxWaiting))
 	}
-	if l.MaxWait < 0 {
-		errs = append(errs, fmt.Errorf("Limits.MaxWait=%s: want 0 or more", l.MaxWait))
-	}
 	return errors.Join(errs...)
 }
 
 // guard applies Limits to every endpoint of one server: they share its
-// budget of bytes.
+// slots, its queue and its budget of bytes.
 type guard struct {
 	Limits
 	bytes   *semaphore.Weighted
-	slots   *semaphore.Weighted
-	waiting atomic.Int64
+	adm     *queue
 	metrics *Metrics
+	// now is the clock the queue decides by (time.Now; tests set their own).
+	now func() time.Time
 }
 
 func newGuard(l Limits, m *Metrics) *guard {
-	return &guard{Limits: l, bytes: semaphore.NewWeighted(l.InFlightBytes), slots: semaphore.NewWeighted(l.MaxInFlight), metrics: m}
+	return &guard{Limits: l, bytes: semaphore.NewWeighted(l.InFlightBytes), adm: newQueue(l.Slots(), int(l.MaxWaiting)),
+		metrics: m, now: time.Now}
 }
 
 // reviewBudget is what a review's context carries about its time.
@@ -92,15 +114,43 @@ type reviewBudget struct {
 
 type budgetKey struct{}
 
+// RetryAfterSeconds is the Retry-After of a shed review's 429: the API
+// server's webhook client waits this long and sends the review again,
+// within its own timeout; a whole second is the shortest it reads.
+const RetryAfterSeconds = 1
+
+// smallBody is the largest body read before its review queues, and read
+// (and discarded) before a shed review's answer so that the connection
+// stays open for the API server's retry: a new TLS handshake costs an
+// overloaded replica more CPU than reading an ordinary review does. An
+// ordinary Pod's review is a few KiB to a few dozen.
+const smallBody = 64 << 10
+
+// readBack is a body already read: its bytes, then the error reading it
+// ended with, if any.
+type readBack struct {
+	*bytes.Reader
+	err error
+}
+
+func (b readBack) Read(p []byte) (int, error) {
+	n, err := b.Reader.Read(p)
+	if err == io.EOF && b.err != nil {
+		err = b.err
+	}
+	return n, err
+}
+
+func (readBack) Close() error { return nil }
+
 // wrap guards one endpoint. The review runs on a context of its own: not
 // cancelled when the server shuts down, so reviews in flight during the
 // drain get their real answer, but ending at the review's deadline, so no
 // work goes on after the API server gave up.
 func (g *guard) wrap(name Name, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
 		timeout := requestTimeout(r, g.Timeout)
-		deadline := start.Add(timeout)
+		deadline := time.Now().Add(timeout)
 		ctx, cancel := context.WithDeadline(context.WithoutCancel(r.Context()), deadline)
 		defer cancel()
 		ctx = context.WithValue(ctx, budgetKey{}, reviewBudget{timeout: timeout, deadline: deadline})
@@ -120,13 +170,35 @@ func (g *guard) wrap(name Name, h http.Handler) http.Handler {
 			http.Error(w, fmt.Sprintf("request body of %d bytes is over graceguard's limit of %d", r.ContentLength, MaxReviewBytes), http.StatusRequestEntityTooLarge)
 			return
 		}
-		if !g.acquire(ctx, weight) {
+		// The queue decides on its own clock (g.now).
+		start := g.now()
+		// A body of an ordinary review's size is read before the review
+		// queues, its bytes reserved first. net/http then watches the
+		// connection (its background read starts at the body's end), so a
+		// review whose API server gave up and closed the connection, or
+		// that is still waiting when this replica shuts down, leaves the
+		// queue (429: the API server retries it, on another replica when
+		// this one is going) instead of being worked on for nobody.
+		early := r.Body != nil && r.Body != http.NoBody && r.ContentLength >= 0 && r.ContentLength <= smallBody
+		if early {
+			if !g.bytes.TryAcquire(weight) {
+				g.metrics.record(name, DecisionError, ReasonOverloaded)
+				shed(w, r)
+				return
+			}
+			body, err := io.ReadAll(io.LimitReader(r.Body, smallBody+1))
+			r.Body = readBack{Reader: bytes.NewReader(body), err: err}
+		}
+		granted, ok := g.acquire(ctx, r.Context(), start, start.Add(admitWithin(timeout)), weight, early)
+		if !ok {
+			if early {
+				g.bytes.Release(weight)
+			}
 			g.metrics.record(name, DecisionError, ReasonOverloaded)
-			w.Header().Set("Retry-After", "1")
-			http.Error(w, "graceguard is at its limit of reviews in flight; retry", http.StatusTooManyRequests)
+			shed(w, r)
 			return
 		}
-		defer g.release(weight)
+		defer func() { g.release(weight, g.now().Sub(granted)) }()
 		if r.Body != nil && r.Body != http.NoBody {
 			// A body longer than it said, or unannounced and over the limit,
 			// is cut off at the limit (controller-runtime then refuses it).
@@ -141,35 +213,73 @@ func (g *guard) wrap(name Name, h http.Handler) http.Handler {
 	})
 }
 
-// acquire reserves a slot and weight bytes, waiting at most MaxWait (and
-// never past the review's deadline) behind at most MaxWaiting others.
-func (g *guard) acquire(ctx context.Context, weight int64) bool {
-	if g.slots.TryAcquire(1) {
-		if g.bytes.TryAcquire(weight) {
-			return true
-		}
-		g.slots.Release(1)
+// shed answers a review the guard has no room for: 429 with Retry-After,
+// which the API server's webhook client retries after that long within
+// its own timeout. A small body is read first, so that the connection is
+// kept for the retry instead of closed unread (see pkg/server,
+// endUnreadBodies).
+func shed(w http.ResponseWriter, r *http.Request) {
+	if r.Body != nil && r.Body != http.NoBody && r.ContentLength >= 0 && r.ContentLength <= smallBody {
+		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, smallBody+1))
 	}
-	if g.waiting.Add(1) > g.MaxWaiting {
-		g.waiting.Add(-1)
-		return false
-	}
-	defer g.waiting.Add(-1)
-	ctx, cancel := context.WithTimeout(ctx, g.MaxWait)
-	defer cancel()
-	if g.slots.Acquire(ctx, 1) != nil {
-		return false
-	}
-	if g.bytes.Acquire(ctx, weight) != nil {
-		g.slots.Release(1)
-		return false
-	}
-	return true
+	w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
+	http.Error(w, "graceguard is at its capacity and could not answer this review in time; retry", http.StatusTooManyRequests)
 }
 
-func (g *guard) release(weight int64) {
+// acquire takes a slot and weight bytes for a review that arrived at
+// start and must be answered by finishBy: at once, or after a wait that
+// the queue expects to end in time, and never past the review's latest
+// start; the bytes are held already when haveBytes. It returns when the
+// slot was granted, or false, having taken nothing, when the review is
+// shed or its client went away (client ends: its connection closed, or
+// the server shuts down).
+func (g *guard) acquire(ctx, client context.Context, start, finishBy time.Time, weight int64, haveBytes bool) (time.Time, bool) {
+	wt, ok := g.adm.arrive(start, finishBy)
+	if !ok {
+		return time.Time{}, false
+	}
+	granted := start
+	if wt != nil {
+		if !g.wait(ctx, client, wt) {
+			return time.Time{}, false
+		}
+		granted = wt.grantedAt
+	}
+	if haveBytes || g.bytes.TryAcquire(weight) {
+		return granted, true
+	}
+	bctx, cancel := context.WithDeadline(ctx, finishBy)
+	defer cancel()
+	if g.bytes.Acquire(bctx, weight) != nil {
+		g.adm.release(g.now(), 0)
+		return time.Time{}, false
+	}
+	return granted, true
+}
+
+// wait waits until wt is granted a slot (true) or shed, its latest start
+// passed, or its request or client ended (false).
+func (g *guard) wait(ctx, client context.Context, wt *waiter) bool {
+	t := time.NewTimer(wt.latestStart.Sub(g.now()))
+	defer t.Stop()
+	select {
+	case <-wt.ready:
+		return wt.granted
+	case <-t.C:
+	case <-ctx.Done():
+	case <-client.Done():
+	}
+	if g.adm.giveUp(wt) {
+		// Granted meanwhile: the slot is held.
+		return true
+	}
+	return false
+}
+
+// release gives back a review's bytes and slot; it held the slot for held.
+func (g *guard) release(weight int64, held time.Duration) {
 	g.bytes.Release(weight)
-	g.slots.Release(1)
+	g.adm.release(g.now(), held)
 }
 
 // requestTimeout is the timeout the API server sent (?timeout=5s, the
@@ -194,6 +304,22 @@ func requestTimeout(r *http.Request, maxTimeout time.Duration) time.Duration {
 	}
 	return d
 }
+
+// admitWithin is how soon after its handler starts a review of timeout
+// must be expected to be answered for the guard to admit it: the time the
+// namespace read gets too (lookupDeadline), 4s of the chart's 5s. The
+// rest is for what the guard cannot see: the time the request took to
+// reach the handler and the answer's way back.
+//
+// Why not less: a review shed with 429 waits its Retry-After second in
+// the API server on an idle connection, and past 25 idle connections the
+// API server's transport closes the rest, so each shed review tends to
+// come back on a new connection: a TLS handshake the overloaded replica
+// pays (measured: under a 20m quota with 64 creators, handshakes took a
+// fifth of its CPU once it shed a few hundred reviews). A replica past
+// its capacity keeps its goodput by serving what it can in time, in
+// order, and shedding only what cannot be.
+func admitWithin(timeout time.Duration) time.Duration { return timeout - answerMargin(timeout) }
 
 // lookupDeadline is when a namespace read for the review in ctx must end:
 // early enough to answer in time. The answer keeps a fifth of the review's

@@ -1,6 +1,8 @@
 package webhook_test
 
 import (
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -27,18 +29,16 @@ func TestLimitsValidateNamesTheFlagTheValueAndWhatIsAccepted(t *testing.T) {
 			want: []string{"--webhook-timeout=31s: want 1s to 30s, the range of a webhook's timeoutSeconds"}},
 		{name: "a timeout under 1s", edit: func(l *webhook.Limits) { l.Timeout = 500 * time.Millisecond },
 			want: []string{"--webhook-timeout=500ms: want 1s to 30s"}},
-		{name: "no concurrent reviews", edit: func(l *webhook.Limits) { l.MaxInFlight = 0 },
-			want: []string{"--max-concurrent-reviews=0: want 1 to 10000"}},
+		{name: "a negative number of concurrent reviews", edit: func(l *webhook.Limits) { l.MaxInFlight = -1 },
+			want: []string{fmt.Sprintf("--max-concurrent-reviews=-1: want 0 to 10000 (0: %d per GOMAXPROCS, at least %d)", webhook.SlotsPerProc, webhook.MinSlots)}},
 		{name: "too many concurrent reviews", edit: func(l *webhook.Limits) { l.MaxInFlight = 10001 },
-			want: []string{"--max-concurrent-reviews=10001: want 1 to 10000"}},
+			want: []string{"--max-concurrent-reviews=10001: want 0 to 10000"}},
 		{name: "room for less than the largest review", edit: func(l *webhook.Limits) { l.InFlightBytes = 1 << 20 },
 			want: []string{"--max-inflight-review-bytes=1Mi: want at least 7340032 (7Mi), the largest review, or that review could never be answered"}},
 		{name: "a negative number of waiting reviews", edit: func(l *webhook.Limits) { l.MaxWaiting = -1 },
 			want: []string{"Limits.MaxWaiting=-1: want 0 or more"}},
-		{name: "a negative wait", edit: func(l *webhook.Limits) { l.MaxWait = -time.Second },
-			want: []string{"Limits.MaxWait=-1s: want 0 or more"}},
-		{name: "every limit wrong at once", edit: func(l *webhook.Limits) { *l = webhook.Limits{MaxWaiting: -1, MaxWait: -1} },
-			want: []string{"--webhook-timeout=0s", "--max-concurrent-reviews=0", "--max-inflight-review-bytes=0", "Limits.MaxWaiting=-1", "Limits.MaxWait=-1ns"}},
+		{name: "every limit wrong at once", edit: func(l *webhook.Limits) { *l = webhook.Limits{MaxInFlight: -1, MaxWaiting: -1} },
+			want: []string{"--webhook-timeout=0s", "--max-concurrent-reviews=-1", "--max-inflight-review-bytes=0", "Limits.MaxWaiting=-1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := webhook.DefaultLimits()
@@ -56,5 +56,27 @@ func TestLimitsValidateNamesTheFlagTheValueAndWhatIsAccepted(t *testing.T) {
 	l.InFlightBytes = webhook.MaxReviewBytes
 	if err := l.Validate(); err != nil {
 		t.Errorf("room for exactly the largest review: %v", err)
+	}
+}
+
+// --max-concurrent-reviews=0 derives the slots from GOMAXPROCS, which
+// the chart sets from the CPU request: a replica works on as many reviews
+// at once as its CPUs can run, a few per CPU.
+func TestSlotsFollowGOMAXPROCSUnlessSet(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, tc := range []struct {
+		procs int
+		set   int64
+		want  int
+	}{
+		{procs: 1, want: webhook.MinSlots},
+		{procs: 2, want: webhook.MinSlots},
+		{procs: 8, want: 8 * webhook.SlotsPerProc},
+		{procs: 8, set: 3, want: 3},
+	} {
+		runtime.GOMAXPROCS(tc.procs)
+		if got := (webhook.Limits{MaxInFlight: tc.set}).Slots(); got != tc.want {
+			t.Errorf("GOMAXPROCS=%d --max-concurrent-reviews=%d: %d slots, want %d", tc.procs, tc.set, got, tc.want)
+		}
 	}
 }

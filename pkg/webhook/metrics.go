@@ -52,8 +52,10 @@ const (
 	ReasonDecodeError mutate.Reason = "decode-error"
 	// ReasonNamespaceUnavailable: the namespace's labels could not be read.
 	ReasonNamespaceUnavailable mutate.Reason = "namespace-unavailable"
-	// ReasonOverloaded: shed with 429 because the reviews in flight held
-	// all of Limits.InFlightBytes and MaxWaiting others were waiting.
+	// ReasonOverloaded: shed with 429 and Retry-After, before any work,
+	// because it could not be answered before its deadline (the reviews
+	// ahead of it in the queue and its own expected service) or the queue
+	// or the in-flight bytes were full (queue.go).
 	ReasonOverloaded mutate.Reason = "overloaded"
 	// ReasonTooLarge: refused with 413, a body over MaxReviewBytes.
 	ReasonTooLarge mutate.Reason = "too-large"

@@ -33,6 +33,7 @@ type page struct {
 	Creation               *creationPage
 	Scaling                scalingPage
 	Observer               *observerPage
+	Held                   *heldPage
 	Settings               Settings
 }
 
@@ -122,7 +123,7 @@ func (r *Results) page() page {
 		Started: r.Started.Format("2006-01-02 15:04 MST"), Seconds: fmt.Sprintf("%.0f", r.Seconds), JSON: docJSON,
 		Machine: r.machineTable(), Targets: r.targetTable(),
 		Load: r.loadPage(), GoBench: r.goBenchPage(), Creation: r.creationPage(), Scaling: r.scalingPage(), Observer: r.observerPage(),
-		Settings: r.Settings,
+		Held: r.heldPage(), Settings: r.Settings,
 	}
 	for _, l := range []pageList{{"Problems in this run", r.Problems}, {"Caveats", r.Caveats}} {
 		if len(l.Items) > 0 {

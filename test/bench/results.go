@@ -24,6 +24,7 @@ type Results struct {
 	Creation      *Creation           `json:"podCreation,omitempty"`
 	Namespaces    []NamespaceAt       `json:"namespaces"`
 	Observer      *ObserverRun        `json:"observer,omitempty"`
+	CPUHeld       *CPUHeldRun         `json:"cpuHeld,omitempty"`
 	Targets       []Target            `json:"targets"`
 	// Problems are phases that failed, in sentences; an empty list means
 	// every phase ran. Caveats are conditions that make the numbers
@@ -299,4 +300,78 @@ type ProcCPU struct {
 	Cores            float64 `json:"cores"`
 	CPUMsPerDeletion float64 `json:"cpuMsPerDeletion"`
 	PeakRSSMiB       float64 `json:"peakRSSMiB"`
+}
+
+// CPUHeldRun is one webhook replica held by the kernel to its CPU request
+// (and to a share of it, and unlimited) while Pods are created through a
+// real kube-apiserver calling it through the chart's registrations
+// (PhaseCPUHeld). It records its own run: it can be measured alone and
+// merged into a document of an earlier run (bench -phases cpu-held).
+type CPUHeldRun struct {
+	Started       time.Time  `json:"started"`
+	Seconds       float64    `json:"seconds"`
+	LoadAvgStart  [3]float64 `json:"loadAvgStart"`
+	LoadAvgEnd    [3]float64 `json:"loadAvgEnd"`
+	KubeAPIServer string     `json:"kubeAPIServer"`
+	// RequestMillicores is the chart's CPU request (this checkout's), or
+	// -held-cpu; the cells hold every variant to the same quotas.
+	RequestMillicores int           `json:"requestMillicores"`
+	Creators          []int         `json:"creators"`
+	CellSeconds       float64       `json:"cellSeconds"`
+	WarmupSeconds     float64       `json:"warmupSeconds"`
+	Variants          []HeldVariant `json:"variants"`
+	Cells             []HeldCell    `json:"cells"`
+}
+
+// HeldVariant is a webhook binary and the chart it runs with.
+type HeldVariant struct {
+	// Name is HeldThis or HeldBefore; Ref the git revision of HeldBefore,
+	// Commit the commit measured.
+	Name   string `json:"name"`
+	Ref    string `json:"ref,omitempty"`
+	Commit string `json:"commit"`
+	// Args and Env are the webhook's, from its chart (the flags that only
+	// connect it here left out); RequestMillicores its chart's CPU request.
+	Args              []string `json:"args"`
+	Env               []string `json:"env"`
+	RequestMillicores int      `json:"requestMillicores"`
+}
+
+// HeldCell is one variant at one CPU setting and number of creators.
+type HeldCell struct {
+	Variant string `json:"variant"`
+	// Millicores is the CPU quota (0: unlimited).
+	Millicores int `json:"millicores"`
+	Creators   int `json:"creators"`
+	// Seconds runs from the first creation to the last answer.
+	Seconds float64 `json:"seconds"`
+	// Attempts are the creations made, Created those the API server
+	// accepted (Unmutated of them without graceguard's record: the
+	// mutating call failed, failurePolicy Ignore), Refused those it
+	// refused (the validating call failed, failurePolicy Fail).
+	Attempts   int        `json:"attempts"`
+	Created    int        `json:"created"`
+	Refused    int        `json:"refused"`
+	Unmutated  int        `json:"unmutated"`
+	PodsPerSec float64    `json:"podsPerSec"`
+	Latency    Percentile `json:"latencyMs"`
+	// Shed counts the reviews the webhook answered 429, Expired those
+	// whose deadline passed before they were decided, HandshakesAborted
+	// the TLS handshakes it cut off (its own metrics).
+	Shed              int `json:"shed"`
+	Expired           int `json:"expired"`
+	HandshakesAborted int `json:"handshakesAborted"`
+	// ReadyzProbes were made as the kubelet makes them (the chart's period
+	// and timeout); ReadyzFailed of them failed.
+	ReadyzProbes int `json:"readyzProbes"`
+	ReadyzFailed int `json:"readyzFailed"`
+	// Cores is the webhook's CPU time over the wall time; the kernel held
+	// it back in ThrottledPeriods periods, ThrottledSeconds in all.
+	Cores            float64 `json:"cores"`
+	ThrottledPeriods int64   `json:"throttledPeriods"`
+	ThrottledSeconds float64 `json:"throttledSeconds"`
+	ErrorSample      string  `json:"errorSample,omitempty"`
+	// Calls are the API server's calls to the webhooks over the cell, by
+	// webhook and HTTP code (0: no answer, the call timed out or failed).
+	Calls map[string]int `json:"apiServerCalls,omitempty"`
 }

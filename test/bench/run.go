@@ -65,13 +65,39 @@ type Options struct {
 	// average to drop below it before measuring anything.
 	WaitLoad    float64
 	WaitTimeout time.Duration
-	// Skip phases (development): "go", "load", "create", "namespaces", "observer".
-	Skip []string
+	// HeldCreators are the concurrent creators of the cpu-held phase, each
+	// cell HeldWarmup (unmeasured) then HeldDuration; HeldMillicores the
+	// CPU request it holds the webhook to (0: the chart's); HeldBefore a
+	// git revision whose webhook is measured beside this checkout's
+	// ("": none).
+	HeldCreators             []int
+	HeldWarmup, HeldDuration time.Duration
+	HeldMillicores           int
+	HeldBefore               string
+	// HeldLevels replace the phase's CPU settings (millicores, 0:
+	// unlimited) while developing; the targets need the default ones.
+	HeldLevels []int
+	// Skip phases (development): "go", "load", "create", "namespaces",
+	// "observer", "cpu-held". Phases, when set, runs only these.
+	Skip   []string
+	Phases []string
 	// Log receives progress.
 	Log io.Writer
 }
 
-func (o Options) skip(phase string) bool { return slices.Contains(o.Skip, phase) }
+// Phases are the phases a run can be made of, in the order it runs them.
+var Phases = []string{"go", "load", "create", "namespaces", "observer", PhaseCPUHeld}
+
+func (o Options) skip(phase string) bool {
+	return slices.Contains(o.Skip, phase) || len(o.Phases) > 0 && !slices.Contains(o.Phases, phase)
+}
+
+// merging: the run measures the cpu-held phase alone, and its section
+// replaces that of the results already in OutDir (a phase that records
+// its own run and machine load), the rest kept as they were measured.
+func (o Options) merging() bool {
+	return o.OutDir != "" && len(o.Phases) == 1 && o.Phases[0] == PhaseCPUHeld
+}
 
 // Render rewrites the documents from recorded results (a benchmarks.json)
 // without measuring anything: for changes to how results are presented.
@@ -131,9 +157,31 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		}
 	}
 
+	if !o.skip(PhaseCPUHeld) {
+		if err := r.cpuHeld(ctx, o, logf); err != nil {
+			r.problem("cpu-held: %v", err)
+		}
+	}
+
 	r.Machine.LoadAvgEnd, _ = proc.LoadAvg()
 	r.Seconds = time.Since(start).Seconds()
 	r.Targets = evaluate(r)
+	if o.merging() {
+		if len(r.Problems) > 0 {
+			return r, errors.New(strings.Join(r.Problems, "; "))
+		}
+		earlier := &Results{}
+		b, err := os.ReadFile(filepath.Join(o.OutDir, docJSON))
+		if err != nil {
+			return r, fmt.Errorf("-phases %s merges into %s: %w", PhaseCPUHeld, filepath.Join(o.OutDir, docJSON), err)
+		}
+		if err := json.Unmarshal(b, earlier); err != nil {
+			return r, err
+		}
+		earlier.CPUHeld = r.CPUHeld
+		earlier.Targets = evaluate(earlier)
+		r = earlier
+	}
 	if o.OutDir != "" {
 		if err := r.write(o.OutDir); err != nil {
 			return r, err

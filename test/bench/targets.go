@@ -34,7 +34,8 @@ func evaluate(r *Results) []Target {
 		out = append(out, t)
 	}
 	out = append(out, creationTargets(r)...)
-	return append(out, observerMemoryTarget(r), observerRateTarget(r), namespaceFlatTarget(r))
+	out = append(out, observerMemoryTarget(r), observerRateTarget(r), namespaceFlatTarget(r))
+	return append(out, heldTargets(r)...)
 }
 
 // checked is a goal checked on this run's numbers; unmeasured when !known.

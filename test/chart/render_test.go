@@ -189,7 +189,7 @@ func TestEveryServerFlagIsRendered(t *testing.T) {
 		"mutating-webhook-configuration":           fullname,
 		"validating-webhook-configuration":         fullname,
 		"webhook-timeout":                          "5s",
-		"max-concurrent-reviews":                   "64",
+		"max-concurrent-reviews":                   "0",
 		"max-inflight-review-bytes":                "16Mi",
 		"max-connections":                          "256",
 		"max-pending-connections":                  "128",
@@ -983,6 +983,28 @@ func TestHardeningOptions(t *testing.T) {
 			}
 		}
 		t.Errorf("env %+v has no GRACEGUARD_MEMORY_LIMIT from limits.memory", c.Env)
+	})
+	// The Go runtime takes GOMAXPROCS from a CPU limit only, and the chart
+	// sets none: without this it would schedule on the node's CPUs and the
+	// webhook would work on that many reviews at once while it is given
+	// its request.
+	t.Run("GOMAXPROCS is the CPU request, rounded up", func(t *testing.T) {
+		gomaxprocs := func(c corev1.Container) *corev1.EnvVar {
+			for _, e := range c.Env {
+				if e.Name == "GOMAXPROCS" {
+					return &e
+				}
+			}
+			return nil
+		}
+		e := gomaxprocs(render(t, "").container(t))
+		if e == nil || e.ValueFrom == nil || e.ValueFrom.ResourceFieldRef == nil || e.ValueFrom.ResourceFieldRef.Resource != "requests.cpu" ||
+			e.ValueFrom.ResourceFieldRef.Divisor.String() != "1" {
+			t.Errorf("GOMAXPROCS = %+v, want requests.cpu with divisor 1 (the kubelet rounds up)", e)
+		}
+		if e := gomaxprocs(render(t, "resources: {requests: {cpu: null, memory: 64Mi}, limits: {memory: 128Mi}}").container(t)); e != nil {
+			t.Errorf("without a CPU request GOMAXPROCS = %+v, want it unset (the runtime's own default)", e)
+		}
 	})
 }
 

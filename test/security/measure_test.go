@@ -122,7 +122,7 @@ func delta(before, after float64) int64 {
 func (e *env) measure(ctx context.Context, t *testing.T, c class) result {
 	t.Helper()
 	before := e.scrapeAfter(ctx)
-	if err := e.cg.resetPeak(); err != nil {
+	if err := e.cg.ResetPeak(); err != nil {
 		t.Fatal(err)
 	}
 	if err := resetHWM(e.webhookPID()); err != nil {
@@ -131,18 +131,18 @@ func (e *env) measure(ctx context.Context, t *testing.T, c class) result {
 	e.peakAnon.Store(0)
 	e.peakRSS.Store(0)
 	e.peakHeap.Store(int64(before.heap))
-	startAnon := e.cg.anon()
-	ooms, restarts := e.cg.oomKills(), e.restartCount()
+	startAnon := e.cg.Anon()
+	ooms, restarts := e.cg.OOMKills(), e.restartCount()
 	start := time.Now()
 	load := c.run(ctx)
 	end := time.Now()
 	after := e.scrapeAfter(ctx)
 	r := result{
 		Class: c.name, Load: load, Seconds: end.Sub(start).Seconds(),
-		Usage: e.cg.peak(), Kernel: e.cg.kernelPeak(), Anon: e.peakAnon.Load(), StartAnon: startAnon, Heap: max(e.peakHeap.Load(), int64(after.heap)),
+		Usage: e.cg.Peak(), Kernel: e.cg.KernelPeak(), Anon: e.peakAnon.Load(), StartAnon: startAnon, Heap: max(e.peakHeap.Load(), int64(after.heap)),
 		RSS:   max(procStatus(e.webhookPID(), "VmHWM"), e.peakRSS.Load()),
 		Alloc: delta(before.alloc, after.alloc), GCs: delta(before.gcs, after.gcs), Shed: delta(before.shed, after.shed),
-		OOMKills: e.cg.oomKills() - ooms, Limit: e.cg.limit(),
+		OOMKills: e.cg.OOMKills() - ooms, Limit: e.cg.Limit(),
 		Restarts: e.restartCount() - restarts,
 		Creates:  e.trickle.window(start, end),
 	}
@@ -158,7 +158,7 @@ func (e *env) measure(ctx context.Context, t *testing.T, c class) result {
 // rounds, between the binary markers of path.
 func writeReport(path string, e *env, results []result, rounds int, classTime time.Duration, loadStart string) error {
 	var b strings.Builder
-	limit := e.cg.limit()
+	limit := e.cg.Limit()
 	fmt.Fprintf(&b, "Measured by `make security-report` on %s, load average %s at the start and %s at the end; "+
 		"kube-apiserver and etcd %s (envtest) on the same machine. The webhook binary (`./cmd/webhook`, built as `make build` "+
 		"builds it) runs in a cgroup v1 memory cgroup limited to the chart's `resources.limits.memory` (%.0f MiB, no swap), "+

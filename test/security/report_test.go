@@ -23,6 +23,7 @@ import (
 	"github.com/graceguard/graceguard/internal/flood"
 	"github.com/graceguard/graceguard/internal/freeport"
 	"github.com/graceguard/graceguard/test/harness/apiserver"
+	"github.com/graceguard/graceguard/test/harness/cgroup"
 	"github.com/graceguard/graceguard/test/harness/chart"
 )
 
@@ -163,7 +164,7 @@ type env struct {
 	api  *apiserver.APIServer
 	kube kubernetes.Interface
 	rest *rest.Config
-	cg   *memCgroup
+	cg   *cgroup.Memory
 	// container is the chart's webhook container; args what the webhook
 	// runs with of it, beside the flags that connect it here.
 	container corev1.Container
@@ -204,14 +205,14 @@ func start(ctx context.Context, t *testing.T, bin string) *env {
 		t.Fatal(err)
 	}
 	e.args = append(e.args, strings.Fields(os.Getenv(argsEnv))...)
-	if e.envVars, err = localEnv(c); err != nil {
+	if e.envVars, err = chart.Env(c, releaseNS); err != nil {
 		t.Fatal(err)
 	}
-	if e.cg, err = newMemCgroup("graceguard-security-report-"+strconv.Itoa(os.Getpid()), limit); err != nil {
+	if e.cg, err = cgroup.NewMemory("graceguard-security-report-"+strconv.Itoa(os.Getpid()), limit); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := e.cg.remove(); err != nil {
+		if err := e.cg.Remove(); err != nil {
 			t.Error(err)
 		}
 	})
@@ -220,7 +221,7 @@ func start(ctx context.Context, t *testing.T, bin string) *env {
 	wrapper := filepath.Join(dir, "webhook-in-cgroup")
 	// The webhook enters the cgroup before it runs, with the chart's
 	// environment and none of this process's Go settings.
-	script := "#!/bin/sh\necho $$ > " + e.cg.procsFile() + " || exit 1\nexec env -u GOMEMLIMIT -u GOGC -u GODEBUG " +
+	script := "#!/bin/sh\necho $$ > " + e.cg.ProcsFile() + " || exit 1\nexec env -u GOMEMLIMIT -u GOGC -u GODEBUG " +
 		shellQuote(e.envVars...) + " " + shellQuote(bin) + ` "$@"` + "\n"
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
@@ -268,7 +269,7 @@ func start(ctx context.Context, t *testing.T, bin string) *env {
 	e.trickle = startTrickle(ctx, e.kube, trickleNS)
 	t.Cleanup(e.trickle.stop)
 	e.settle(ctx, 0, 30*time.Second)
-	e.baseline = e.cg.anon()
+	e.baseline = e.cg.Anon()
 	return e
 }
 
@@ -297,30 +298,6 @@ func localArgs(args []string) ([]string, error) {
 	return out, nil
 }
 
-// localEnv is the chart's environment for the webhook container, its
-// downward-API values resolved as the kubelet would.
-func localEnv(c corev1.Container) ([]string, error) {
-	var out []string
-	for _, v := range c.Env {
-		value := v.Value
-		switch {
-		case v.ValueFrom == nil:
-		case v.ValueFrom.FieldRef != nil && v.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
-			value = releaseNS
-		case v.ValueFrom.ResourceFieldRef != nil && v.ValueFrom.ResourceFieldRef.Resource == "limits.memory":
-			divisor := int64(1)
-			if d := v.ValueFrom.ResourceFieldRef.Divisor; !d.IsZero() {
-				divisor = d.Value()
-			}
-			value = strconv.FormatInt(c.Resources.Limits.Memory().Value()/divisor, 10)
-		default:
-			return nil, fmt.Errorf("the chart's env %s comes from %v, which the report cannot resolve", v.Name, v.ValueFrom)
-		}
-		out = append(out, v.Name+"="+value)
-	}
-	return out, nil
-}
-
 // webhookPID is the running webhook's process id.
 func (e *env) webhookPID() int {
 	e.mu.Lock()
@@ -340,7 +317,7 @@ func (e *env) sample(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		if a := e.cg.anon(); a > e.peakAnon.Load() {
+		if a := e.cg.Anon(); a > e.peakAnon.Load() {
 			e.peakAnon.Store(a)
 		}
 		if r := procStatus(e.webhookPID(), "VmRSS"); r > e.peakRSS.Load() {
@@ -372,10 +349,10 @@ func (e *env) sampleHeap(ctx context.Context) {
 // until it stops falling, a MiB in 5s), at most max.
 func (e *env) settle(ctx context.Context, below int64, maxWait time.Duration) {
 	deadline := time.Now().Add(maxWait)
-	last := e.cg.anon()
+	last := e.cg.Anon()
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(5 * time.Second)
-		now := e.cg.anon()
+		now := e.cg.Anon()
 		if (below > 0 && now < below) || (below == 0 && last-now < 1<<20) {
 			return
 		}
@@ -385,7 +362,7 @@ func (e *env) settle(ctx context.Context, below int64, maxWait time.Duration) {
 
 func (e *env) restart(ctx context.Context, why error) {
 	e.mu.Lock()
-	e.restarts = append(e.restarts, fmt.Sprintf("%v (cgroup oom_kill %d)", why, e.cg.oomKills()))
+	e.restarts = append(e.restarts, fmt.Sprintf("%v (cgroup oom_kill %d)", why, e.cg.OOMKills()))
 	e.mu.Unlock()
 	if err := e.api.Webhook.Start(); err != nil {
 		e.mu.Lock()

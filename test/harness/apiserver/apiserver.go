@@ -44,6 +44,10 @@ type APIServerOptions struct {
 	ReleaseNamespace string
 	// Values are Helm values for rendering the webhook configurations.
 	Values map[string]any
+	// ChartDir is the chart they are rendered from; default this
+	// repository's (chart.ChartDir). A benchmark sets another checkout's
+	// to run that checkout's webhook behind its own registrations.
+	ChartDir string
 	// EditWebhooks, when set, changes the rendered webhook configurations
 	// before they are installed.
 	EditWebhooks func(*chart.Webhooks)
@@ -131,7 +135,10 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (_ *APIServer, err 
 	if o.Log.GetSink() == nil {
 		o.Log = logr.Discard()
 	}
-	hooks, err := chart.RenderWebhooks("graceguard", o.ReleaseNamespace, o.Values)
+	if o.ChartDir == "" {
+		o.ChartDir = chart.ChartDir()
+	}
+	hooks, err := chart.RenderWebhooksDir(o.ChartDir, "graceguard", o.ReleaseNamespace, o.Values)
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
@@ -53,7 +54,12 @@ type Webhooks struct {
 // exactly what an install ships (rules, selectors, matchConditions, failure
 // policies, the native floor).
 func RenderWebhooks(releaseName, namespace string, values map[string]any) (Webhooks, error) {
-	manifest, err := Render(releaseName, namespace, values)
+	return RenderWebhooksDir(ChartDir(), releaseName, namespace, values)
+}
+
+// RenderWebhooksDir is RenderWebhooks of the chart in dir.
+func RenderWebhooksDir(dir, releaseName, namespace string, values map[string]any) (Webhooks, error) {
+	manifest, err := RenderDir(dir, releaseName, namespace, values)
 	if err != nil {
 		return Webhooks{}, err
 	}
@@ -62,7 +68,13 @@ func RenderWebhooks(releaseName, namespace string, values map[string]any) (Webho
 
 // Render renders the chart like `helm template` and returns the manifest.
 func Render(releaseName, namespace string, values map[string]any) (string, error) {
-	ch, err := loader.Load(ChartDir())
+	return RenderDir(ChartDir(), releaseName, namespace, values)
+}
+
+// RenderDir is Render of the chart in dir: another checkout's, for a
+// benchmark that runs that checkout's webhook as its chart installs it.
+func RenderDir(dir, releaseName, namespace string, values map[string]any) (string, error) {
+	ch, err := loader.Load(dir)
 	if err != nil {
 		return "", fmt.Errorf("loading the chart: %w", err)
 	}
@@ -101,7 +113,12 @@ func WebhookContainer(releaseName, namespace string, values map[string]any) (cor
 // container called name of the Deployments it renders: "webhook", or
 // "observer" (`webhook observe`).
 func Container(releaseName, namespace string, values map[string]any, name string) (corev1.Container, error) {
-	d, err := Deployment(releaseName, namespace, values, name)
+	return ContainerDir(ChartDir(), releaseName, namespace, values, name)
+}
+
+// ContainerDir is Container of the chart in dir.
+func ContainerDir(dir, releaseName, namespace string, values map[string]any, name string) (corev1.Container, error) {
+	d, err := DeploymentDir(dir, releaseName, namespace, values, name)
 	if err != nil {
 		return corev1.Container{}, err
 	}
@@ -117,7 +134,12 @@ func Container(releaseName, namespace string, values map[string]any, name string
 // Deployment that has a container called container (its replicas, its
 // Pod's resources).
 func Deployment(releaseName, namespace string, values map[string]any, container string) (*appsv1.Deployment, error) {
-	manifest, err := Render(releaseName, namespace, values)
+	return DeploymentDir(ChartDir(), releaseName, namespace, values, container)
+}
+
+// DeploymentDir is Deployment of the chart in dir.
+func DeploymentDir(dir, releaseName, namespace string, values map[string]any, container string) (*appsv1.Deployment, error) {
+	manifest, err := RenderDir(dir, releaseName, namespace, values)
 	if err != nil {
 		return nil, err
 	}
@@ -252,4 +274,41 @@ func (w Webhooks) FailsOpen() bool {
 		}
 	}
 	return false
+}
+
+// Env is a container's environment as the kubelet would give it: its
+// downward-API values resolved for a Pod in namespace, resource fields
+// from the container's own resources (rounded up by the divisor, as the
+// kubelet does). An environment the lab cannot resolve is an error, so a
+// new one in the chart is not silently dropped.
+func Env(c corev1.Container, namespace string) ([]string, error) {
+	var out []string
+	for _, v := range c.Env {
+		value := v.Value
+		switch vf := v.ValueFrom; {
+		case vf == nil:
+		case vf.FieldRef != nil && vf.FieldRef.FieldPath == "metadata.namespace":
+			value = namespace
+		case vf.ResourceFieldRef != nil:
+			q, ok := map[string]resource.Quantity{
+				"limits.memory": c.Resources.Limits[corev1.ResourceMemory], "requests.memory": c.Resources.Requests[corev1.ResourceMemory],
+				"limits.cpu": c.Resources.Limits[corev1.ResourceCPU], "requests.cpu": c.Resources.Requests[corev1.ResourceCPU],
+			}[vf.ResourceFieldRef.Resource]
+			if !ok {
+				return nil, fmt.Errorf("the chart's env %s comes from %s, which the lab cannot resolve", v.Name, vf.ResourceFieldRef.Resource)
+			}
+			divisor := vf.ResourceFieldRef.Divisor
+			if divisor.IsZero() {
+				divisor = resource.MustParse("1")
+			}
+			// k8s.io/kubernetes pkg/api/v1/resource: ExtractContainerResourceValue
+			// rounds up, in millis for CPU.
+			n := (q.MilliValue() + divisor.MilliValue() - 1) / divisor.MilliValue()
+			value = fmt.Sprint(n)
+		default:
+			return nil, fmt.Errorf("the chart's env %s comes from %v, which the lab cannot resolve", v.Name, vf)
+		}
+		out = append(out, v.Name+"="+value)
+	}
+	return out, nil
 }

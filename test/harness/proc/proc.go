@@ -151,6 +151,22 @@ func Kernel() string {
 // kube-apiserver and etcd as children of the benchmark).
 func Children(names ...string) map[string]int {
 	out := map[string]int{}
+	for _, c := range AllChildren(names...) {
+		out[c.Name] = c.PID
+	}
+	return out
+}
+
+// Child is a child process of this one, by the name it was looked for by.
+type Child struct {
+	Name string
+	PID  int
+}
+
+// AllChildren is Children with every child of each name (a benchmark
+// that runs two control planes).
+func AllChildren(names ...string) []Child {
+	var out []Child
 	self := os.Getpid()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -180,7 +196,7 @@ func Children(names ...string) map[string]int {
 		for _, n := range names {
 			// comm is cut at 15 characters.
 			if comm == n[:min(len(n), 15)] {
-				out[n] = pid
+				out = append(out, Child{Name: n, PID: pid})
 			}
 		}
 	}

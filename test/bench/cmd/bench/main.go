@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -55,7 +56,15 @@ func run() int {
 	flag.DurationVar(&o.WaitTimeout, "wait-timeout", 10*time.Minute, "longest wait for -wait-load; then measure anyway (and say so)")
 	render := flag.String("render", "", "only rewrite the documents in -out from this benchmarks.json (measures nothing)")
 	armList := flag.String("arms", "", "comma-separated arms of the Pod creation phase to run (development; default all)")
-	skip := flag.String("skip", "", "comma-separated phases to leave out while developing: go, load, create, namespaces, observer")
+	skip := flag.String("skip", "", "comma-separated phases to leave out while developing: "+strings.Join(bench.Phases, ", "))
+	phases := flag.String("phases", "", "comma-separated phases to run, the others left out; -phases "+bench.PhaseCPUHeld+
+		" alone replaces that section of the benchmarks.json already in -out and rewrites the documents from it")
+	heldCreators := flag.String("held-creators", "16,64", "concurrent Pod creators of the cpu-held phase")
+	flag.DurationVar(&o.HeldDuration, "held-duration", 20*time.Second, "measured length of each cell of the cpu-held phase")
+	flag.DurationVar(&o.HeldWarmup, "held-warmup", 10*time.Second, "unmeasured creation at the start of each cell of the cpu-held phase (the API server opens its connections, the queue fills), without a pause before the measured part")
+	flag.IntVar(&o.HeldMillicores, "held-cpu", 0, "CPU request (millicores) the cpu-held phase holds the webhook to; 0: the chart's resources.requests.cpu")
+	heldLevels := flag.String("held-levels", "", "development: the CPU settings (millicores, 0 unlimited) of the cpu-held phase instead of unlimited, the request and 40% of it")
+	flag.StringVar(&o.HeldBefore, "held-before", "", "a git revision (e.g. main) whose webhook and chart the cpu-held phase measures beside this checkout's, cell by cell")
 	flag.Parse()
 
 	var err error
@@ -69,6 +78,34 @@ func run() int {
 	}
 	if *skip != "" {
 		o.Skip = strings.Split(*skip, ",")
+	}
+	if *phases != "" {
+		o.Phases = strings.Split(*phases, ",")
+	}
+	for _, p := range append(slices.Clone(o.Skip), o.Phases...) {
+		if !slices.Contains(bench.Phases, p) {
+			fmt.Fprintf(os.Stderr, "-skip, -phases: %q is not a phase; want %s\n", p, strings.Join(bench.Phases, ", "))
+			return 2
+		}
+	}
+	if o.HeldCreators, err = ints(*heldCreators); err != nil {
+		fmt.Fprintf(os.Stderr, "-held-creators: %v\n", err)
+		return 2
+	}
+	for _, f := range strings.Split(*heldLevels, ",") {
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 {
+			fmt.Fprintf(os.Stderr, "-held-levels: %q is not 0 or a number of millicores\n", f)
+			return 2
+		}
+		o.HeldLevels = append(o.HeldLevels, n)
+	}
+	if o.HeldMillicores < 0 {
+		fmt.Fprintf(os.Stderr, "-held-cpu=%d: want 0 (the chart's request) or more millicores\n", o.HeldMillicores)
+		return 2
 	}
 	if *armList != "" {
 		o.Arms = strings.Split(*armList, ",")
