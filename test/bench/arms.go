@@ -39,6 +39,10 @@ const (
 	// mutation: that mutation alone, and graceguard.
 	ArmNativeOneMutation = "native-one-mutation"
 	ArmGraceguardNoProbe = "graceguard-no-probe-pods"
+	// ArmWebhookOnly is graceguard without the chart's native floors (its
+	// ValidatingAdmissionPolicy and MutatingAdmissionPolicy): what the
+	// floors cost, beside ArmGraceguard (the chart's defaults).
+	ArmWebhookOnly = "graceguard-webhook-only"
 )
 
 // armLabel selects each arm's namespace: every admission configuration of
@@ -114,8 +118,10 @@ func arms() []arm {
 		{name: ArmNoopPatch, desc: "the no-op webhook behind graceguard's chart registrations answering every Pod with the patch graceguard makes of the " +
 			"typical Pod (computed once): graceguard's admission path through the API server (the patch applied, the record read by CEL, validate-pods skipped), without graceguard's own work",
 			optedIn: true, mutates: true, webhook: procNoop, hooks: chartHooks("noop-patch-")},
-		{name: ArmGraceguard, desc: "graceguard as its chart registers it", optedIn: true, mutates: true, webhook: procGraceguard,
-			hooks: chartHooks("")},
+		{name: ArmGraceguard, desc: "graceguard as its chart installs it: its webhooks and its native floors (a ValidatingAdmissionPolicy and a MutatingAdmissionPolicy, docs/admission.md)",
+			optedIn: true, mutates: true, webhook: procGraceguard, hooks: chartHooks("")},
+		{name: ArmWebhookOnly, desc: "graceguard's webhooks alone (a copy of its registrations, limited to this arm), without the native floors (`nativeFloor.enabled=false`): what the floors cost",
+			optedIn: true, mutates: true, webhook: procGraceguard, hooks: chartHooks("webhook-only-")},
 		{name: ArmGraceguardNoProbe, desc: "graceguard as its chart registers it (a copy of its registrations, limited to this arm) on the typical Pod without " +
 			"`graceguard.io/readiness-path`: it adds no probe, so its injection is the one-mutation policy's (and it answers each Pod with a warning that its serving container has no readiness probe, which the policy cannot)",
 			optedIn: true, mutates: true, webhook: procGraceguard, hooks: chartHooks("no-probe-"), noProbePath: true},
@@ -128,11 +134,17 @@ func arms() []arm {
 
 func armNamespace(a string) string { return "bench-arm-" + a }
 
-// excludeArms keeps graceguard's own configurations off the arms that reuse
-// its registrations: an opted-in namespace of one of those arms would
-// otherwise meet both.
+// excludeArms keeps graceguard's own configurations, its native floors'
+// bindings included, off the arms that reuse its registrations: an
+// opted-in namespace of one of those arms would otherwise meet both.
 func excludeArms(w chart.Webhooks, arms ...string) {
 	req := metav1.LabelSelectorRequirement{Key: armLabel, Operator: metav1.LabelSelectorOpNotIn, Values: arms}
+	for _, b := range w.Bindings {
+		b.Spec.MatchResources.NamespaceSelector.MatchExpressions = append(b.Spec.MatchResources.NamespaceSelector.MatchExpressions, req)
+	}
+	for _, b := range w.MutatingBindings {
+		b.Spec.MatchResources.NamespaceSelector.MatchExpressions = append(b.Spec.MatchResources.NamespaceSelector.MatchExpressions, req)
+	}
 	for _, m := range w.Mutating {
 		for i := range m.Webhooks {
 			m.Webhooks[i].NamespaceSelector.MatchExpressions = append(m.Webhooks[i].NamespaceSelector.MatchExpressions, req)
@@ -207,6 +219,7 @@ func (c *cluster) installArms(ctx context.Context) error {
 		{"two-calls-", c.WebhookURL, ArmTwoCalls, map[string]any{"webhooks": map[string]any{"validatePods": map[string]any{"skipProven": false}}}},
 		{"http2-", c.http2URL, ArmHTTP2, nil},
 		{"no-probe-", c.WebhookURL, ArmGraceguardNoProbe, nil},
+		{"webhook-only-", c.WebhookURL, ArmWebhookOnly, nil},
 	} {
 		w, err := chart.RenderWebhooks("graceguard", releaseNamespace, v.values)
 		if err != nil {

@@ -185,3 +185,27 @@ func TestSamePodsFindsWhatThePolicyDidNotDo(t *testing.T) {
 		t.Errorf("samePods on the typical Pod = %q, %v; want it to name the probe on app", got, err)
 	}
 }
+
+// The creation section states what the native floors cost against issue
+// 41's goal, from the two arms' own figures.
+func TestFloorsCostIsStatedAgainstTheGoal(t *testing.T) {
+	arm := func(name string, rate, p99 float64) ArmRun {
+		return ArmRun{Arm: name, PodsPerSec: rate, RoundPodsPerSec: []float64{rate, rate}, Latency: Percentile{P99: p99}}
+	}
+	for _, tc := range []struct {
+		g, w ArmRun
+		want string
+	}{
+		{arm(ArmGraceguard, 95, 200), arm(ArmWebhookOnly, 100, 210), "0.950× its webhooks' rate alone (95.0 vs 100 Pods/s), p99 200 vs 210 ms (0.952×); rounds 0.950×–0.950×: within the goal"},
+		{arm(ArmGraceguard, 80, 200), arm(ArmWebhookOnly, 100, 210), ": not within the goal"},
+		{arm(ArmGraceguard, 99, 250), arm(ArmWebhookOnly, 100, 210), ": not within the goal"},
+	} {
+		got := floorsCost(&Creation{Arms: []ArmRun{tc.g, tc.w}})
+		if !strings.Contains(got, tc.want) {
+			t.Errorf("floorsCost = %q, want it to contain %q", got, tc.want)
+		}
+	}
+	if got := floorsCost(&Creation{Arms: []ArmRun{arm(ArmGraceguard, 1, 1)}}); got != "" {
+		t.Errorf("without the webhook-only arm: %q, want nothing", got)
+	}
+}
