@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -36,4 +37,11 @@ type NamespaceLookupFunc func(ctx context.Context, name string) (mutate.Namespac
 // Namespace calls f.
 func (f NamespaceLookupFunc) Namespace(ctx context.Context, name string) (mutate.Namespace, error) {
 	return f(ctx, name)
+}
+
+// state is what the queue holds now.
+func (a *queue) state() (busy, waiting int, service time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.busy, a.waiting.Len(), a.service
 }

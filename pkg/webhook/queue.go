@@ -164,9 +164,3 @@ func (a *queue) giveUp(w *waiter) (granted bool) {
 	return false
 }
 
-// state is what the queue holds now, for tests and logs.
-func (a *queue) state() (busy, waiting int, service time.Duration) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.busy, a.waiting.Len(), a.service
-}
