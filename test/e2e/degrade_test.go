@@ -37,12 +37,14 @@ func degrade(ctx context.Context) {
 	ck := &d.Checks
 
 	By("a Deployment of 10 in an opted-in namespace, while graceguard is up")
+	// Its own probes: the budget (the preStop sleep, the grace) is what
+	// the mutating floor gives while graceguard is down; the probes
+	// graceguard would add from annotations are the webhook's alone.
 	dep := appDeployment(nsDegrade, "web", degradeReps, map[string]string{
-		"graceguard.io/routing-delay":  rolloutRouting.String(),
-		"graceguard.io/max-work":       "2s",
-		"graceguard.io/readiness-path": "/ready",
-		"graceguard.io/liveness-path":  "/live",
+		"graceguard.io/routing-delay": rolloutRouting.String(),
+		"graceguard.io/max-work":      "2s",
 	})
+	ownProbes(&dep.Spec.Template.Spec.Containers[0])
 	must(kube.AppsV1().Deployments(nsDegrade).Create(ctx, dep, metav1.CreateOptions{}))
 	must(kube.CoreV1().Services(nsDegrade).Create(ctx, appService(nsDegrade, "web", map[string]string{"app": "web"}), metav1.CreateOptions{}))
 	waitDeploymentDone(ctx, nsDegrade, "web", 5*time.Minute)
