@@ -163,4 +163,3 @@ func (a *queue) giveUp(w *waiter) (granted bool) {
 	w.decided = true
 	return false
 }
-
