@@ -90,7 +90,7 @@ func Up(ctx context.Context, opts Options) (c *Cluster, err error) {
 		return nil, err
 	}
 	defer unlock()
-	if err := claimMachine(l); err != nil {
+	if err := claimMachine(ctx, o, l); err != nil {
 		return nil, err
 	}
 	if err := prepareDir(l); err != nil {
@@ -148,15 +148,66 @@ func Up(ctx context.Context, opts Options) (c *Cluster, err error) {
 }
 
 // claimMachine refuses to start a second cluster: the bridge, addresses,
-// ports and cgroup root are the machine's, not the run directory's.
-func claimMachine(l layout) error {
+// ports and cgroup root are the machine's, not the run directory's. A
+// cluster of another run directory that ended without Down (its processes
+// killed with the session that ran it) leaves its Pods' network namespaces
+// mounted, their veths on the bridge holding this cluster's first Pod IPs:
+// the kernel then answers this cluster's probes to those IPs with "connection
+// refused" (what failed 10 of 16 e2e specs in one CI run). When no process
+// of either cluster runs, claimMachine clears what the dead one left first.
+func claimMachine(ctx context.Context, o Options, l layout) error {
+	others := map[string]bool{}
 	if b, err := os.ReadFile(ownerFile); err == nil {
-		other := strings.TrimSpace(string(b))
-		if other != l.dir && len(ownProcesses(other)) > 0 {
+		if other := strings.TrimSpace(string(b)); other != "" && other != l.dir {
+			others[other] = true
+		}
+	}
+	for _, d := range runDirsOf(mounts()) {
+		if d != l.dir {
+			others[d] = true
+		}
+	}
+	dead := make([]string, 0, len(others))
+	for other := range others {
+		if len(ownProcesses(other)) > 0 {
 			return fmt.Errorf("cluster: a cluster from %s is running on this machine; stop it first (hack/cluster down --dir %s)", other, other)
+		}
+		dead = append(dead, other)
+	}
+	slices.Sort(dead)
+	if len(dead) > 0 && len(ownProcesses(l.dir)) == 0 {
+		for _, other := range dead {
+			o.Logf("a cluster from %s ended without Down: clearing what it left on this machine", other)
+			if err := down(ctx, o, layoutFor(other)); err != nil {
+				return fmt.Errorf("cluster: clearing the dead cluster of %s: %w", other, err)
+			}
 		}
 	}
 	return writeFileAtomic(ownerFile, []byte(l.dir+"\n"), 0o644)
+}
+
+// runDirsOf names the run directories a cluster's mounts belong to: the
+// kubelet's root and the runtime's network namespaces, rootfs and shm mounts
+// all lie under <dir>/state/ (state/node2/ for the second node).
+func runDirsOf(ms []mount) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, m := range ms {
+		i := strings.Index(m.point, "/state/")
+		if i <= 0 {
+			continue
+		}
+		rest := strings.TrimPrefix(m.point[i+len("/state/"):], "node2/")
+		if !strings.HasPrefix(rest, "kubelet") && !strings.HasPrefix(rest, "containerd/") {
+			continue
+		}
+		if d := m.point[:i]; !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // prepareDir creates the run directory's skeleton. A fresh run (no state/)

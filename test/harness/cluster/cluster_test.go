@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -203,6 +204,23 @@ func TestParseMountinfoDecodesEscapes(t *testing.T) {
 	ms := parseMountinfo(text)
 	if len(ms) != 3 || ms[1].point != "/srv/gg/run/state/kubelet/pods/a b/volumes" || ms[1].fstype != "tmpfs" || ms[2].fstype != "nsfs" {
 		t.Errorf("parseMountinfo = %+v", ms)
+	}
+}
+
+// A cluster killed with its session leaves its Pods' network namespaces
+// mounted under its run directory; Up finds that directory from the
+// machine's mounts (the CI run that failed 10 of 16 specs had one).
+func TestRunDirsOfFindsADeadClustersMounts(t *testing.T) {
+	text := `22 27 0:21 / /proc rw,relatime - proc proc rw
+45 27 254:0 /work/main/bin/cluster/state/kubelet /work/main/bin/cluster/state/kubelet rw,relatime shared:1 - ext4 /dev/vda rw
+51 27 0:4 net:[4026532175] /work/main/bin/cluster/state/containerd/state/io.containerd.grpc.v1.cri/netns/cni-7660 rw - nsfs nsfs rw
+60 27 0:4 net:[4026532176] /check/work/main/bin/cluster/state/node2/containerd/state/io.containerd.grpc.v1.cri/netns/cni-1 rw - nsfs nsfs rw
+61 27 0:50 / /home/u/state/notes rw,relatime - tmpfs tmpfs rw
+`
+	got := runDirsOf(parseMountinfo(text))
+	want := []string{"/check/work/main/bin/cluster", "/work/main/bin/cluster"}
+	if !slices.Equal(got, want) {
+		t.Errorf("runDirsOf = %q, want %q", got, want)
 	}
 }
 
