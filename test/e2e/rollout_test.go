@@ -103,7 +103,8 @@ func runArm(ctx context.Context, arm *evidence.Arm, disrupt func()) {
 	defer cancel()
 	r := startRouter(rctx, arm.Namespace, "web", routerLag)
 	old := readyPods(ctx, arm.Namespace, "app=web")
-	Expect(old).To(HaveLen(rolloutReps))
+	dep := must(kube.AppsV1().Deployments(arm.Namespace).Get(ctx, "web", metav1.GetOptions{}))
+	Expect(old).To(HaveLen(int(*dep.Spec.Replicas)), "every replica of %s/web ready before the disruption", arm.Namespace)
 	oldIPs := podIPs(old)
 	Eventually(r.endpoints).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).Should(Equal(oldIPs), "the router knows the Pods")
 	c := old[0].Spec.Containers[0]
