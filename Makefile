@@ -72,7 +72,7 @@ generate-check: ## Fail if anything make generate writes is stale.
 
 .PHONY: manifests
 manifests: ## Regenerate config/install.yaml (the chart's defaults, for kubectl apply -k config/).
-	UPDATE_GOLDEN=1 $(GO) -C test test ./harness/chart/ -run TestInstallManifestIsCurrent
+	UPDATE_GOLDEN=1 $(GO) -C test test -count=1 ./harness/chart/ -run TestInstallManifestIsCurrent
 
 ##@ Testing
 

@@ -39,10 +39,14 @@ const (
 	// mutation: that mutation alone, and graceguard.
 	ArmNativeOneMutation = "native-one-mutation"
 	ArmGraceguardNoProbe = "graceguard-no-probe-pods"
-	// ArmWebhookOnly is graceguard without the chart's native floors (its
-	// ValidatingAdmissionPolicy and MutatingAdmissionPolicy): what the
-	// floors cost, beside ArmGraceguard (the chart's defaults).
+	// ArmWebhookOnly is graceguard without the chart's native floor (its
+	// ValidatingAdmissionPolicy): what the floor costs, beside ArmGraceguard
+	// (the chart's defaults).
 	ArmWebhookOnly = "graceguard-webhook-only"
+	// ArmMutatingFloor is the chart with nativeFloor.mutate=true: the
+	// MutatingAdmissionPolicy too, which gives Pods their budget while
+	// graceguard is down (off by default for what it costs).
+	ArmMutatingFloor = "graceguard-mutating-floor"
 )
 
 // armLabel selects each arm's namespace: every admission configuration of
@@ -118,10 +122,13 @@ func arms() []arm {
 		{name: ArmNoopPatch, desc: "the no-op webhook behind graceguard's chart registrations answering every Pod with the patch graceguard makes of the " +
 			"typical Pod (computed once): graceguard's admission path through the API server (the patch applied, the record read by CEL, validate-pods skipped), without graceguard's own work",
 			optedIn: true, mutates: true, webhook: procNoop, hooks: chartHooks("noop-patch-")},
-		{name: ArmGraceguard, desc: "graceguard as its chart installs it: its webhooks and its native floors (a ValidatingAdmissionPolicy and a MutatingAdmissionPolicy, docs/admission.md)",
+		{name: ArmGraceguard, desc: "graceguard as its chart installs it: its webhooks and its native floor (a ValidatingAdmissionPolicy, docs/admission.md)",
 			optedIn: true, mutates: true, webhook: procGraceguard, hooks: chartHooks("")},
-		{name: ArmWebhookOnly, desc: "graceguard's webhooks alone (a copy of its registrations, limited to this arm), without the native floors (`nativeFloor.enabled=false`): what the floors cost",
+		{name: ArmWebhookOnly, desc: "graceguard's webhooks alone (a copy of its registrations, limited to this arm), without the native floor (`nativeFloor.enabled=false`): what the floor costs",
 			optedIn: true, mutates: true, webhook: procGraceguard, hooks: chartHooks("webhook-only-")},
+		{name: ArmMutatingFloor, desc: "graceguard with the mutating floor too (`nativeFloor.mutate=true`, a copy of its registrations and policies, limited to this arm): " +
+			"the API server gives each Pod its budget before graceguard's webhook refines it",
+			optedIn: true, mutates: true, webhook: procGraceguard, hooks: chartHooks("mutating-floor-")},
 		{name: ArmGraceguardNoProbe, desc: "graceguard as its chart registers it (a copy of its registrations, limited to this arm) on the typical Pod without " +
 			"`graceguard.io/readiness-path`: it adds no probe, so its injection is the one-mutation policy's (and it answers each Pod with a warning that its serving container has no readiness probe, which the policy cannot)",
 			optedIn: true, mutates: true, webhook: procGraceguard, hooks: chartHooks("no-probe-"), noProbePath: true},
@@ -185,6 +192,30 @@ func onlyArm(w chart.Webhooks, prefix, url string, ca []byte, armName string) {
 			fix(&h.Name, &h.ClientConfig, &h.NamespaceSelector)
 		}
 	}
+	// The native floors: renamed, each binding limited to the arm.
+	limit := func(rules **admissionregv1.MatchResources) {
+		if *rules == nil {
+			*rules = &admissionregv1.MatchResources{}
+		}
+		if (*rules).NamespaceSelector == nil {
+			(*rules).NamespaceSelector = &metav1.LabelSelector{}
+		}
+		(*rules).NamespaceSelector.MatchExpressions = append((*rules).NamespaceSelector.MatchExpressions, req)
+	}
+	for _, p := range w.Policies {
+		p.Name = prefix + p.Name
+	}
+	for _, b := range w.Bindings {
+		b.Name, b.Spec.PolicyName = prefix+b.Name, prefix+b.Spec.PolicyName
+		limit(&b.Spec.MatchResources)
+	}
+	for _, p := range w.MutatingPolicies {
+		p.Name = prefix + p.Name
+	}
+	for _, b := range w.MutatingBindings {
+		b.Name, b.Spec.PolicyName = prefix+b.Name, prefix+b.Spec.PolicyName
+		limit(&b.Spec.MatchResources)
+	}
 }
 
 // The native policies, each with its binding to its arm's namespace.
@@ -208,6 +239,27 @@ func (c *cluster) installArms(ctx context.Context) error {
 				return fmt.Errorf("creating %s: %w", v.Name, err)
 			}
 		}
+		api := c.kube.AdmissionregistrationV1()
+		for _, p := range w.Policies {
+			if _, err := api.ValidatingAdmissionPolicies().Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("creating %s: %w", p.Name, err)
+			}
+		}
+		for _, b := range w.Bindings {
+			if _, err := api.ValidatingAdmissionPolicyBindings().Create(ctx, b, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("creating %s: %w", b.Name, err)
+			}
+		}
+		for _, p := range w.MutatingPolicies {
+			if _, err := api.MutatingAdmissionPolicies().Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("creating %s: %w", p.Name, err)
+			}
+		}
+		for _, b := range w.MutatingBindings {
+			if _, err := api.MutatingAdmissionPolicyBindings().Create(ctx, b, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("creating %s: %w", b.Name, err)
+			}
+		}
 		return nil
 	}
 	for _, v := range []struct {
@@ -219,7 +271,8 @@ func (c *cluster) installArms(ctx context.Context) error {
 		{"two-calls-", c.WebhookURL, ArmTwoCalls, map[string]any{"webhooks": map[string]any{"validatePods": map[string]any{"skipProven": false}}}},
 		{"http2-", c.http2URL, ArmHTTP2, nil},
 		{"no-probe-", c.WebhookURL, ArmGraceguardNoProbe, nil},
-		{"webhook-only-", c.WebhookURL, ArmWebhookOnly, nil},
+		{"webhook-only-", c.WebhookURL, ArmWebhookOnly, map[string]any{"nativeFloor": map[string]any{"enabled": false}}},
+		{"mutating-floor-", c.WebhookURL, ArmMutatingFloor, map[string]any{"nativeFloor": map[string]any{"mutate": true}}},
 	} {
 		w, err := chart.RenderWebhooks("graceguard", releaseNamespace, v.values)
 		if err != nil {

@@ -196,7 +196,7 @@ func TestFloorsCostIsStatedAgainstTheGoal(t *testing.T) {
 		g, w ArmRun
 		want string
 	}{
-		{arm(ArmGraceguard, 95, 200), arm(ArmWebhookOnly, 100, 210), "0.950× its webhooks' rate alone (95.0 vs 100 Pods/s), p99 200 vs 210 ms (0.952×); rounds 0.950×–0.950×: within the goal"},
+		{arm(ArmGraceguard, 95, 200), arm(ArmWebhookOnly, 100, 210), "with its native floor (the chart's default) graceguard creates Pods at 0.950× its webhooks' rate alone (95.0 vs 100 Pods/s), p99 200 vs 210 ms (0.952×); rounds 0.950×–0.950×: within the goal"},
 		{arm(ArmGraceguard, 80, 200), arm(ArmWebhookOnly, 100, 210), ": not within the goal"},
 		{arm(ArmGraceguard, 99, 250), arm(ArmWebhookOnly, 100, 210), ": not within the goal"},
 	} {
@@ -204,6 +204,11 @@ func TestFloorsCostIsStatedAgainstTheGoal(t *testing.T) {
 		if !strings.Contains(got, tc.want) {
 			t.Errorf("floorsCost = %q, want it to contain %q", got, tc.want)
 		}
+	}
+	both := floorsCost(&Creation{Arms: []ArmRun{arm(ArmGraceguard, 95, 200), arm(ArmWebhookOnly, 100, 210), arm(ArmMutatingFloor, 80, 260)}})
+	if !strings.Contains(both, "within the goal") || !strings.Contains(both, "with the mutating floor too (`nativeFloor.mutate=true`) graceguard creates Pods at 0.800×") ||
+		!strings.HasSuffix(both, "(1.24×); rounds 0.800×–0.800×: not within the goal of at least 0.9× the rate and a p99 no worse.") {
+		t.Errorf("with the mutating floor arm: %q", both)
 	}
 	if got := floorsCost(&Creation{Arms: []ArmRun{arm(ArmGraceguard, 1, 1)}}); got != "" {
 		t.Errorf("without the webhook-only arm: %q, want nothing", got)

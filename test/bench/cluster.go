@@ -75,7 +75,7 @@ func startCluster(ctx context.Context, assets, dir, webhookBin, noopBin string) 
 	c.APIServer, err = apiserver.StartAPIServer(ctx, apiserver.APIServerOptions{
 		AssetsDir: assets, ReleaseNamespace: releaseNamespace, Dir: dir, WebhookBinary: webhookBin,
 		EditWebhooks: func(w *chart.Webhooks) {
-			excludeArms(*w, ArmNoopChart, ArmNoopPatch, ArmTwoCalls, ArmHTTP2, ArmGraceguardNoProbe, ArmWebhookOnly)
+			excludeArms(*w, ArmNoopChart, ArmNoopPatch, ArmTwoCalls, ArmHTTP2, ArmGraceguardNoProbe, ArmWebhookOnly, ArmMutatingFloor)
 		},
 	})
 	if err != nil {

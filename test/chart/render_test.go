@@ -1077,9 +1077,9 @@ func TestNativeFloor(t *testing.T) {
 		t.Errorf("--untreated-pods=%q, want admit while validate-pods fails open", f["untreated-pods"])
 	}
 
-	// The mutating floor, from Kubernetes 1.36 (MutatingAdmissionPolicy v1),
-	// bound where the validating one is, with the cluster's defaults as CEL
-	// values (pkg/cel's chart variables).
+	// The mutating floor, opt-in (nativeFloor.mutate) and from Kubernetes
+	// 1.36 (MutatingAdmissionPolicy v1), bound where the validating one is,
+	// with the cluster's defaults as CEL values (pkg/cel's chart variables).
 	at := func(y, kv string) *rendered {
 		t.Helper()
 		rel, err := renderChart(values(t, y), renderOpts{kubeVersion: kv})
@@ -1093,7 +1093,7 @@ func TestNativeFloor(t *testing.T) {
 			t.Errorf("Kubernetes 1.35 rendered %s", k)
 		}
 	}
-	r37 := at("", "v1.37.2")
+	r37 := at("nativeFloor: {mutate: true}\n", "v1.37.2")
 	mp := get[*admissionv1.MutatingAdmissionPolicy](t, r37, "MutatingAdmissionPolicy", fullname+"-floor")
 	mb := get[*admissionv1.MutatingAdmissionPolicyBinding](t, r37, "MutatingAdmissionPolicyBinding", fullname+"-floor")
 	if mb.Spec.PolicyName != mp.Name || !reflect.DeepEqual(mb.Spec.MatchResources.NamespaceSelector, b.Spec.MatchResources.NamespaceSelector) {
@@ -1116,8 +1116,9 @@ func TestNativeFloor(t *testing.T) {
 		t.Errorf("clusterTerms = %s, want the chart's defaults in seconds", got)
 	}
 	for _, c := range []struct{ values, want string }{
-		{"nativeFloor: {mutate: false}\n", "nativeFloor.mutate=false"},
-		{"config: {defaultCleanup: 1500ms}\n", ""},
+		{"", "the default (nativeFloor.mutate=false)"},
+		{"config: {defaultCleanup: 1500ms}\n", "the default with a fractional cleanup"},
+		{"nativeFloor: {mutate: true}\nconfig: {defaultCleanup: 1500ms}\n", ""},
 	} {
 		if c.want != "" {
 			for _, k := range at(c.values, "v1.37.2").keys() {

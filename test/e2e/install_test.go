@@ -375,6 +375,10 @@ func installValues() map[string]any {
 		// names (scenario 7 and 12 read it from Prometheus).
 		"reports":  map[string]any{"enabled": true},
 		"observer": map[string]any{"metricsNamespaceLabel": true},
+		// The mutating floor, off by default for its cost: with it, Pods
+		// created while graceguard is down still get their budget
+		// (scenarios 12 and 15).
+		"nativeFloor": map[string]any{"mutate": true},
 	}
 }
 

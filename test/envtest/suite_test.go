@@ -45,8 +45,11 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	var err error
 	// Container stop signals are alpha through 1.37: on, so that the API
 	// server keeps lifecycle.stopSignal for the validating webhook to judge.
+	// The chart with its mutating floor on (off by default; the chart
+	// renders it on 1.36+ only): both floors are exercised where they exist.
 	cp, err = apiserver.StartAPIServer(ctx, apiserver.APIServerOptions{Log: logr.Discard(),
-		APIServerFlags: map[string]string{"feature-gates": "ContainerStopSignals=true"}})
+		APIServerFlags: map[string]string{"feature-gates": "ContainerStopSignals=true"},
+		Values:         map[string]any{"nativeFloor": map[string]any{"mutate": true}}})
 	Expect(err).NotTo(HaveOccurred())
 	kube = cp.Client
 	dyn, err = dynamic.NewForConfig(cp.Config)

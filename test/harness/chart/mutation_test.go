@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -52,6 +53,12 @@ type mutatingFloor struct {
 
 func newMutatingFloor(t testing.TB, values map[string]any) mutatingFloor {
 	t.Helper()
+	// The mutating floor is opt-in: values with it turned on.
+	values = maps.Clone(values)
+	if values == nil {
+		values = map[string]any{}
+	}
+	values["nativeFloor"] = map[string]any{"mutate": true}
 	manifest, err := Render("graceguard", "graceguard-system", values)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@
 //
 //	go -C test build -o ../bin/e2e-runner ./e2e/cmd/e2e
 //	bin/e2e-runner [-focus REGEXP] [-keep] [-docs pass|always|never] [-timeout 60m]
+//	bin/e2e-runner -render bin/e2e/<timestamp>   (docs/ from a passing run made with -docs never)
 //
 // It must run as root from the repository root. Exit status: the suite's (0
 // when every spec passed), 1 on a runner error, 130 when interrupted.
@@ -38,7 +39,11 @@ func main() {
 	keep := flag.Bool("keep", false, "leave the cluster running after the suite (tear it down with: go -C hack run ./cluster down)")
 	docs := flag.String("docs", "pass", "when to refresh docs/e2e.md and docs/e2e/: pass (only a passing run), always, never")
 	timeout := flag.Duration("timeout", 60*time.Minute, "bound on the suite (go test -timeout)")
+	render := flag.String("render", "", "run nothing: refresh docs/e2e.md and docs/e2e/ from this earlier run's directory (bin/e2e/<timestamp>), if it passed")
 	flag.Parse()
+	if *render != "" {
+		os.Exit(renderRun(*render))
+	}
 	if *docs != "pass" && *docs != "always" && *docs != "never" {
 		log.Fatalf("-docs must be pass, always or never")
 	}
@@ -196,6 +201,30 @@ func run(focus string, keep bool, docs string, timeout time.Duration) (code int)
 	if rn.ExitCode != 0 {
 		return 1
 	}
+	return 0
+}
+
+// renderRun refreshes docs/ from the evidence of a passing run made with
+// -docs never (as CI makes it), so the docs show a run CI made.
+func renderRun(dir string) int {
+	if _, err := os.Stat(filepath.Join("test", "e2e", "suite_test.go")); err != nil {
+		log.Printf("run it from the repository root: %v", err)
+		return 1
+	}
+	r, err := evidence.Read(filepath.Join(dir, evidence.JSONName))
+	if err != nil {
+		log.Printf("-render %s: %v", dir, err)
+		return 1
+	}
+	if !r.Passed || r.Runner == nil || r.Runner.ExitCode != 0 || len(r.Runner.Leftovers) > 0 {
+		log.Printf("-render %s: the run did not pass; docs/e2e.md shows passing runs only", dir)
+		return 1
+	}
+	if err := evidence.RenderFiles(r, "docs", "e2e"); err != nil {
+		log.Printf("-render %s: %v", dir, err)
+		return 1
+	}
+	log.Printf("docs/e2e.md and docs/e2e/ now show %s", dir)
 	return 0
 }
 
