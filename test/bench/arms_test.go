@@ -206,7 +206,7 @@ func TestFloorsCostIsStatedAgainstTheGoal(t *testing.T) {
 		}
 	}
 	both := floorsCost(&Creation{Arms: []ArmRun{arm(ArmGraceguard, 95, 200), arm(ArmWebhookOnly, 100, 210), arm(ArmMutatingFloor, 80, 260)}})
-	if !strings.Contains(both, "within the goal") || !strings.Contains(both, "with the mutating floor too (`nativeFloor.mutate=true`) graceguard creates Pods at 0.800×") ||
+	if !strings.Contains(both, "within the goal") || !strings.Contains(both, "With the mutating floor too (`nativeFloor.mutate=true`) graceguard creates Pods at 0.800×") ||
 		!strings.HasSuffix(both, "(1.24×); rounds 0.800×–0.800×: not within the goal of at least 0.9× the rate and a p99 no worse.") {
 		t.Errorf("with the mutating floor arm: %q", both)
 	}

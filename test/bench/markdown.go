@@ -283,7 +283,7 @@ func floorsCost(c *Creation) string {
 	var parts []string
 	for _, v := range []struct{ arm, what string }{
 		{ArmGraceguard, "with its native floor (the chart's default)"},
-		{ArmMutatingFloor, "with the mutating floor too (`nativeFloor.mutate=true`)"},
+		{ArmMutatingFloor, "With the mutating floor too (`nativeFloor.mutate=true`)"},
 	} {
 		g, ok := c.arm(v.arm)
 		if !ok {
