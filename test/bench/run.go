@@ -182,6 +182,11 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		earlier.Targets = evaluate(earlier)
 		r = earlier
 	}
+	if ctx.Err() != nil {
+		// An interrupted run measured only part of what the documents
+		// state: they keep the last whole run.
+		return r, fmt.Errorf("interrupted (%w): the documents in %q are left as they were", ctx.Err(), o.OutDir)
+	}
 	if o.OutDir != "" {
 		if err := r.write(o.OutDir); err != nil {
 			return r, err
