@@ -449,7 +449,9 @@ func (a *APIServer) startWebhook(name string, port int, extra ...string) (_ *Pro
 	// --untreated-pods as the chart sets it, unless extra carries the
 	// chart's own arguments (an older chart's webhook, as the cpu-held
 	// bench runs it, has no such flag).
-	if !slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, "--untreated-pods") || strings.HasPrefix(a, "--max-concurrent-reviews") }) {
+	if !slices.ContainsFunc(extra, func(f string) bool {
+		return strings.HasPrefix(f, "--untreated-pods") || strings.HasPrefix(f, "--max-concurrent-reviews")
+	}) {
 		args = append(args, "--untreated-pods="+string(a.untreated()))
 	}
 	p, err := a.StartProcess(name, a.o.WebhookBinary, append(args, extra...)...)
