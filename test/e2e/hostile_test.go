@@ -340,6 +340,18 @@ const hookEvery = 10
 // hookRefusal is what graceguard answers such a Pod (scenario 4).
 const hookRefusal = "must be shorter than terminationGracePeriodSeconds"
 
+// refusedForHook tells whether graceguard refused a create for its hook:
+// the native floor (inside the API server, before any webhook) or the
+// validating webhook, with the same message.
+func refusedForHook(err error) bool {
+	if err == nil || !strings.Contains(err.Error(), hookRefusal) {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "denied the request") ||
+		strings.Contains(msg, "ValidatingAdmissionPolicy 'graceguard-floor'") && strings.Contains(msg, "denied request")
+}
+
 // startSteady creates ordinary Pods in an opted-in namespace (a scheduling
 // gate keeps them from running), one every steadyPause, each in its own
 // goroutine: a slow answer does not slow the rate.
@@ -405,7 +417,7 @@ func (l *steadyLoad) create(ctx context.Context, hook bool) {
 	if hook {
 		l.s.HookSent++
 		switch {
-		case err != nil && strings.Contains(err.Error(), "denied the request") && strings.Contains(err.Error(), hookRefusal):
+		case refusedForHook(err):
 			l.s.HookRefused++
 		case len(l.s.HookWrong) >= 10:
 		case err != nil:
