@@ -108,6 +108,7 @@ func outputs() []output {
 		{"docs/security.md", "keys", keysTable()},
 		{"docs/alerts.md", "metrics", metricsTable()},
 		{MetricsFile, "", metricsJSON()},
+		{ReadsFile, "", readsFile()},
 	}
 }
 

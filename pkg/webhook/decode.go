@@ -197,6 +197,13 @@ func (r *jsonReader) podSpec(s *corev1.PodSpec) error {
 			s.OS, err = r.podOS()
 		case "nodeSelector":
 			s.NodeSelector, err = r.nodeOS()
+		case "hostNetwork":
+			// Linkerd does not inject a Pod on the host network
+			// (pkg/mutate/mesh.go).
+			var b *bool
+			if b, err = r.boolean(); b != nil {
+				s.HostNetwork = *b
+			}
 		default:
 			err = r.skip()
 		}
