@@ -112,7 +112,7 @@ scale: ## Scale harness (test/scale): kube-apiserver, controllers and scheduler 
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh kube-controller-manager kube-scheduler)" $(GO) -C test run ./scale/cmd/scale -scale=$(SCALE) $(SCALE_ARGS)
 
 .PHONY: fuzz
-fuzz: ## Fuzz the parsers, the mutation invariants (and their independence of the mesh injector's order), the webhook's review decode and its bounded reader, the handlers' answer bounds, the proof that skips the Pod validating call, the native floors (validating and mutating) against the webhook's decisions and the plugin's text-preserving output (FUZZTIME each, default 30s).
+fuzz: ## Fuzz the parsers, the mutation invariants (and their independence of the mesh injector's order), the webhook's review decode and its bounded reader, the webhook's and the plugin's decisions on generated Pods, the handlers' answer bounds, the proof that skips the Pod validating call, the native floors (validating and mutating) against the webhook's decisions and the plugin's text-preserving output (FUZZTIME each, default 30s).
 	$(GO) test ./pkg/budget -run '^$$' -fuzz FuzzParseDuration -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/budget -run '^$$' -fuzz FuzzBudgetGrace -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/budget -run '^$$' -fuzz FuzzParseAnnotation -fuzztime $(FUZZTIME)
@@ -122,6 +122,7 @@ fuzz: ## Fuzz the parsers, the mutation invariants (and their independence of th
 	$(GO) test ./pkg/webhook -run '^$$' -fuzz FuzzReaderReadsLikeTheAPIMachinery -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/webhook -run '^$$' -fuzz FuzzWorkloadReaderReadsLikeThePodReader -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/webhook -run '^$$' -fuzz FuzzReviewDecodeLikeControllerRuntime -fuzztime $(FUZZTIME)
+	$(GO) test ./pkg/webhook -run '^$$' -fuzz FuzzGeneratedPodsDecideAlike -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/webhook -run '^$$' -fuzz FuzzHandlers -fuzztime $(FUZZTIME)
 	$(GO) -C test test ./harness/chart -run '^$$' -fuzz FuzzProvenPodsPassValidation -fuzztime $(FUZZTIME)
 	$(GO) -C test test ./harness/chart -run '^$$' -fuzz FuzzFloorAgreesWithValidate -fuzztime $(FUZZTIME)
