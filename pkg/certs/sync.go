@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -34,7 +35,9 @@ var certFiles = []struct {
 // files with a back-off that doubles from 1 s: on a fresh install a replica
 // whose volume was mounted while the Secret was still empty took up to two
 // minutes to become ready (docs/e2e.md). With the chart's emptyDir at
-// CertDir it takes seconds; renewals reach the server as fast.
+// CertDir it takes seconds; renewals reach the server as fast. The serving
+// key and certificate it writes are the replica's own, issued from the
+// Secret's CA (issueServing); the CA key is never written.
 //
 // It watches only the named Secret (a field selector: the chart's RBAC
 // allows get, list and watch on Secrets in the namespace). If CertDir
@@ -84,6 +87,10 @@ type secretSync struct {
 	dir, name string
 	log       logr.Logger
 	readOnly  bool
+	// issuedFor is the Secret's tls.crt the replica's own serving
+	// certificate (issued) was issued for (issueServing).
+	issuedFor []byte
+	issued    [2][]byte
 }
 
 func (s *secretSync) changed(obj any) {
@@ -91,7 +98,7 @@ func (s *secretSync) changed(obj any) {
 	if !ok || secret.Name != s.name || s.readOnly {
 		return
 	}
-	written, err := writeCerts(s.dir, secret.Data)
+	written, err := writeCerts(s.dir, s.serving(secret.Data))
 	switch {
 	case errors.Is(err, syscall.EROFS):
 		s.readOnly = true
@@ -101,6 +108,32 @@ func (s *secretSync) changed(obj any) {
 	case len(written) > 0:
 		s.log.Info("certificates written from the Secret", "certDir", s.dir, "files", written, "resourceVersion", secret.ResourceVersion)
 	}
+}
+
+// serving is data with the replica's own serving certificate and key in
+// place of the Secret's (issueServing), issued once per Secret tls.crt;
+// data as it is when the Secret holds no CA key, or issuing fails (said
+// once per Secret certificate).
+func (s *secretSync) serving(data map[string][]byte) map[string][]byte {
+	crt := data["tls.crt"]
+	if len(crt) == 0 || len(data["tls.key"]) == 0 || len(data["ca.crt"]) == 0 || len(data["ca.key"]) == 0 {
+		return data
+	}
+	if !bytes.Equal(s.issuedFor, crt) {
+		c, k, err := issueServing(data["ca.crt"], data["ca.key"], crt)
+		s.issuedFor = bytes.Clone(crt)
+		s.issued = [2][]byte{c, k}
+		if err != nil {
+			s.issued = [2][]byte{}
+			s.log.Error(err, "issuing this replica's ECDSA serving certificate: serving the Secret's", "secret", s.name)
+		}
+	}
+	if s.issued[0] == nil {
+		return data
+	}
+	out := maps.Clone(data)
+	out["tls.crt"], out["tls.key"] = s.issued[0], s.issued[1]
+	return out
 }
 
 // writeCerts writes those of ca.crt, tls.key and tls.crt that data holds

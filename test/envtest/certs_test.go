@@ -2,6 +2,7 @@ package envtest_test
 
 import (
 	"bytes"
+	"crypto/ecdsa"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/tls"
@@ -72,7 +73,7 @@ var _ = Describe("self-managed certificates", func() {
 			conn, err := tls.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(r.port)),
 				&tls.Config{RootCAs: pool, ServerName: served.DNSNames[0], MinVersion: tls.VersionTLS12})
 			Expect(err).NotTo(HaveOccurred(), "replica on %d does not serve a certificate the Secret's CA trusts", r.port)
-			Expect(conn.ConnectionState().PeerCertificates[0].Raw).To(Equal(served.Raw), "replicas serve different certificates")
+			expectOwnServing(conn.ConnectionState().PeerCertificates[0], served)
 			_ = conn.Close()
 		}
 
@@ -139,13 +140,24 @@ var _ = Describe("certificate expiry", func() {
 				&tls.Config{RootCAs: pool, ServerName: names[0], MinVersion: tls.VersionTLS12})
 			g.Expect(err).NotTo(HaveOccurred())
 			defer conn.Close()
-			g.Expect(conn.ConnectionState().PeerCertificates[0].Raw).To(Equal(leafOf(renewed.Data["tls.crt"]).Raw))
-		}, 30*time.Second).Should(Succeed(), "the replica does not serve the renewed certificate")
+			g.Expect(conn.ConnectionState().PeerCertificates[0].NotAfter).To(BeTemporally("==", leafOf(renewed.Data["tls.crt"]).NotAfter))
+		}, 30*time.Second).Should(Succeed(), "the replica does not serve a certificate for the renewed one's validity")
 		m, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, hooks.Mutating[0].Name, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(bytes.TrimSpace(m.Webhooks[0].ClientConfig.CABundle)).To(Equal(bytes.TrimSpace(ca)))
 	})
 })
+
+// expectOwnServing checks a replica's served certificate against the
+// Secret's: the replica serves its own, an ECDSA key the Secret's CA
+// certified for the same names and validity (pkg/certs, issueServing).
+func expectOwnServing(got, secret *x509.Certificate) {
+	GinkgoHelper()
+	Expect(got.PublicKey).To(BeAssignableToTypeOf(&ecdsa.PublicKey{}), "the replica serves a %T key, want its own ECDSA one", got.PublicKey)
+	Expect(got.DNSNames).To(Equal(secret.DNSNames))
+	Expect(got.NotAfter).To(BeTemporally("==", secret.NotAfter))
+	Expect(got.Raw).NotTo(Equal(secret.Raw), "the replica serves the Secret's RSA certificate")
+}
 
 // signServing issues a serving certificate for names, valid for lifetime,
 // signed by the PEM CA (an RSA PKCS#1 key, as the rotator writes it).
