@@ -24,6 +24,15 @@ type Observation struct {
 	// nothing of the work the Pod needs: it counts as a hook failure,
 	// never as a drain or a kill.
 	HookHung bool
+	// Withdrawal, when Withdrawn, is the control plane's part of the Pod's
+	// routing withdrawal: from the deletion request to the last
+	// EndpointSlice that listed it ready marking it not ready. Proxies
+	// apply it later, so the Pod's real withdrawal is at least this.
+	Withdrawal time.Duration
+	Withdrawn  bool
+	// Routing, when RoutingKnown, is the routing term of the Pod's budget.
+	Routing      time.Duration
+	RoutingKnown bool
 }
 
 // Evidence summarises observations.
@@ -37,13 +46,50 @@ type Evidence struct {
 	P50, P95, Max time.Duration
 	// Cut is the longest drain a SIGKILL cut short: those Pods needed more.
 	Cut time.Duration
+	// Withdrawn counts the observations with a withdrawal;
+	// WithdrawalP50, WithdrawalP95 and WithdrawalMax are over them.
+	Withdrawn                                   int
+	WithdrawalP50, WithdrawalP95, WithdrawalMax time.Duration
+	// Routing compares each Pod's routing term with its withdrawal.
+	Routing RoutingEvidence
+}
+
+// RoutingEvidence compares the routing term of each Pod's budget with its
+// control-plane withdrawal.
+type RoutingEvidence struct {
+	// Compared counts the observations with both; Short those whose
+	// routing term was below the withdrawal.
+	Compared, Short int
+	// By is the most a routing term was short by; Term and Withdrawal
+	// are that observation's.
+	By, Term, Withdrawal time.Duration
 }
 
 // Summarize reduces observations to their evidence. Percentiles are
 // nearest-rank over whole seconds.
 func Summarize(obs []Observation) Evidence {
 	var e Evidence
-	var clean []time.Duration
+	var clean, withdrawals []time.Duration
+	for _, o := range obs {
+		if o.Withdrawn {
+			w := max(o.Withdrawal, 0)
+			withdrawals = append(withdrawals, w)
+			if o.RoutingKnown {
+				r := &e.Routing
+				r.Compared++
+				if by := w - o.Routing; by > 0 {
+					r.Short++
+					if by > r.By {
+						r.By, r.Term, r.Withdrawal = by, o.Routing, w
+					}
+				}
+			}
+		}
+	}
+	if e.Withdrawn = len(withdrawals); e.Withdrawn > 0 {
+		slices.Sort(withdrawals)
+		e.WithdrawalP50, e.WithdrawalP95, e.WithdrawalMax = rank(withdrawals, 50), rank(withdrawals, 95), withdrawals[len(withdrawals)-1]
+	}
 	for _, o := range obs {
 		e.Samples++
 		if o.HookFailed || o.HookHung {

@@ -172,3 +172,22 @@ func FuzzRecommendCoversWhatWasSeen(f *testing.F) {
 		}
 	})
 }
+
+func TestSummarizeComparesRoutingWithTheWithdrawal(t *testing.T) {
+	s := time.Second
+	e := Summarize([]Observation{
+		{Drain: 3 * s, Withdrawn: true, Withdrawal: 2 * s, Routing: 5 * s, RoutingKnown: true},
+		{Drain: 3 * s, Withdrawn: true, Withdrawal: 8 * s, Routing: 5 * s, RoutingKnown: true},
+		{Drain: 3 * s, Withdrawn: true, Withdrawal: 9 * s, Routing: 2 * s, RoutingKnown: true},
+		{Drain: 3 * s, Withdrawn: true, Withdrawal: 5 * s, Routing: 5 * s, RoutingKnown: true}, // equal: covered
+		{Drain: 3 * s, Withdrawn: true, Withdrawal: 30 * s},                                    // no budget: a figure, no comparison
+		{Drain: 3 * s, Withdrawal: 99 * s, Routing: time.Second, RoutingKnown: true},           // no figure: ignored
+	})
+	want := RoutingEvidence{Compared: 4, Short: 2, By: 7 * s, Term: 2 * s, Withdrawal: 9 * s}
+	if e.Routing != want || e.Withdrawn != 5 || e.WithdrawalMax != 30*s || e.WithdrawalP50 != 8*s || e.Samples != 6 {
+		t.Errorf("evidence %+v; want routing %+v, 5 withdrawn, p50 8s, max 30s", e, want)
+	}
+	if e := Summarize([]Observation{{Drain: s}}); e.Withdrawn != 0 || e.Routing != (RoutingEvidence{}) || e.WithdrawalMax != 0 {
+		t.Errorf("no withdrawal: %+v", e)
+	}
+}

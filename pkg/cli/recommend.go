@@ -50,6 +50,12 @@ that sets it on the workload's Pod template. It says when there are too few
 samples to recommend anything (a kill is always enough: it proves the
 budget too short). Times come from the API in whole seconds.
 
+It also prints the control plane's part of each Pod's routing withdrawal
+(from its deletion to the last EndpointSlice marking it not ready, as the
+observer saw it), and says when a Pod's routing term was below it, and by
+how much. Proxies, ingress controllers and load balancers withdraw later
+still: the routing term needs at least that figure, plus their delay.
+
 -o yaml prints the changes as partial objects: apply them with
 'kubectl apply --server-side --force-conflicts -f -' (which takes over only
 that annotation), or copy the annotation into your manifests (GitOps).
@@ -145,12 +151,15 @@ type recommendation struct {
 	// change: enough evidence and a max-work different from the current.
 	change     bool
 	minSamples int
+	// evidence has the withdrawals and the routing terms compared with them.
+	evidence budget.Evidence
 }
 
 func recommendFor(r *v1alpha1.ShutdownReport, minSamples int) recommendation {
 	sum, rec := shutdownreport.Summarize(r.Status.Samples, minSamples)
 	cur, _, _, known := shutdownreport.Current(r.Status.Samples)
-	out := recommendation{report: r, summary: sum, rec: rec, current: cur, known: known, minSamples: minSamples}
+	out := recommendation{report: r, summary: sum, rec: rec, current: cur, known: known, minSamples: minSamples,
+		evidence: budget.Summarize(shutdownreport.Observations(r.Status.Samples))}
 	if rec != nil {
 		out.work, _ = budget.ParseDuration(rec.MaxWork)
 		out.change = rec.Enough && (!known || out.work != cur.Work)
@@ -215,6 +224,12 @@ func writeRecommendText(w io.Writer, recs []recommendation) error {
 		if hung > 0 {
 			p.line("  hook hung   %d of %d: it ran out the grace, so SIGTERM came only at its end, with the kubelet's 2s left; make the hook finish (these drains are not counted)", hung, s.Samples)
 		}
+		if w := r.withdrawal(); w != "" {
+			p.line("  withdrawal  %s", w)
+		}
+		if rt := r.routing(); rt != "" {
+			p.line("  routing     %s", rt)
+		}
 		switch {
 		case r.rec == nil && s.Samples > 0:
 			p.line("  no recommendation: every sample's preStop hook ran out its grace, so no drain says anything of the work; fix the hook first")
@@ -254,12 +269,80 @@ func writeRecommendText(w io.Writer, recs []recommendation) error {
 	return p.err
 }
 
+// withdrawal says what the samples show of the control plane's part of
+// the routing withdrawal: its figures, and why the others have none;
+// nothing for samples written before the observer watched EndpointSlices.
+func (r recommendation) withdrawal() string {
+	var notListed, neverReady, stillReady, recorded int
+	for _, s := range r.report.Status.Samples {
+		switch s.Withdrawal {
+		case v1alpha1.WithdrawalNotListed:
+			notListed++
+		case v1alpha1.WithdrawalNeverReady:
+			neverReady++
+		case v1alpha1.WithdrawalStillReady:
+			stillReady++
+		}
+		if s.Withdrawal != "" {
+			recorded++
+		}
+	}
+	if recorded == 0 {
+		return ""
+	}
+	n := len(r.report.Status.Samples)
+	var others []string
+	if notListed > 0 {
+		others = append(others, fmt.Sprintf("no EndpointSlice listed %d of %d", notListed, n))
+	}
+	if neverReady > 0 {
+		others = append(others, fmt.Sprintf("%d never seen ready", neverReady))
+	}
+	if stillReady > 0 {
+		others = append(others, fmt.Sprintf("%d still listed ready when written", stillReady))
+	}
+	e := r.evidence
+	if e.Withdrawn == 0 {
+		return "no figure: " + strings.Join(others, "; ")
+	}
+	out := fmt.Sprintf("p50 %s, p95 %s, max %s of %d (deletion to the last EndpointSlice marking the Pod not ready, as the observer saw it: the control plane's part; proxies follow)",
+		budget.Format(e.WithdrawalP50), budget.Format(e.WithdrawalP95), budget.Format(e.WithdrawalMax), e.Withdrawn)
+	if len(others) > 0 {
+		out += "; " + strings.Join(others, "; ")
+	}
+	return out
+}
+
+// routing says whether the Pods' routing terms covered the control
+// plane's withdrawal, and when not, by how much they fell short.
+func (r recommendation) routing() string {
+	rt := r.evidence.Routing
+	switch {
+	case rt.Compared == 0:
+		return ""
+	case rt.Short > 0:
+		return fmt.Sprintf("below the control plane's withdrawal in %d of %d, by up to %s (routing %s, withdrawn after %s): %s needs at least %s, plus the proxies' own delay",
+			rt.Short, rt.Compared, budget.Format(rt.By), budget.Format(rt.Term), budget.Format(rt.Withdrawal), mutate.AnnotationRoutingDelay,
+			budget.Format(r.evidence.WithdrawalMax))
+	case r.known:
+		return fmt.Sprintf("%s covers the control plane's withdrawal seen (max %s); proxies withdraw later, which the observer cannot see",
+			budget.Format(r.current.Routing), budget.Format(r.evidence.WithdrawalMax))
+	}
+	return fmt.Sprintf("every Pod's routing term covered its control plane's withdrawal (max %s); proxies withdraw later, which the observer cannot see",
+		budget.Format(r.evidence.WithdrawalMax))
+}
+
 // writeRecommendYAML prints one partial object per workload to change, as
 // a YAML stream, each with a comment saying why; the others as comments.
+// A routing term below the control plane's withdrawal is a comment too:
+// the routing delay is the user's to set, with their proxies' delay.
 func writeRecommendYAML(w io.Writer, recs []recommendation) error {
 	p := &printer{w: w}
 	first := true
 	for _, r := range recs {
+		if r.evidence.Routing.Short > 0 {
+			p.line("# %s: routing %s", r.ref(), r.routing())
+		}
 		switch {
 		case r.rec == nil || !r.rec.Enough:
 			p.line("# %s: too few samples to recommend (%d); no change", r.ref(), r.summary.Samples)

@@ -30,15 +30,17 @@ func worstSample(t *testing.T, i int) v1alpha1.Sample {
 		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: name, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 			ExitCode: -2147483648, Reason: strings.Repeat("R", 1<<10), FinishedAt: metav1.NewTime(unixTime(maxUnix))}}}}},
 	}
-	s, skip := observe(leanPod(p, true), Deletion{Requested: unixTime(minUnix), Grace: 1<<63 - 1}, []HookFailure{{Container: name, At: unixTime(maxUnix)}})
+	s, skip := observe(leanPod(p, true), Deletion{Requested: unixTime(minUnix), Grace: 1<<63 - 1}, []HookFailure{{Container: name, At: unixTime(maxUnix)}},
+		withdrawal{listed: true, stopped: maxUnix})
 	if skip != "" {
 		t.Fatalf("skip %q", skip)
 	}
 	// The longest numbers: an exit at year 9999 of a deletion at 1970 (a
 	// drain of 12 digits, the most there is), a grace of 19 digits.
-	// An estimated hook of the longest length there is (10 digits).
+	// An estimated hook of the longest length there is (10 digits), a
+	// withdrawal of the longest (12).
 	if s.Budget != longestBudget || len(s.Pod) != v1alpha1.MaxPodNameLength || len(s.Reason) != v1alpha1.MaxReasonLength || s.DrainSeconds < 1e11 ||
-		!s.PreStopEstimated || !s.HookFailed || s.PreStopSeconds < 1e9 {
+		!s.PreStopEstimated || !s.HookFailed || s.PreStopSeconds < 1e9 || s.WithdrawalSeconds == nil || *s.WithdrawalSeconds != maxUnix-minUnix {
 		t.Fatalf("not the worst sample: %+v", s)
 	}
 	return s
@@ -83,7 +85,8 @@ func TestTheWorstReportIsBounded(t *testing.T) {
 	var ord v1alpha1.ShutdownReportStatus
 	for i := range v1alpha1.MaxSamples {
 		s := v1alpha1.Sample{Pod: "web-7d9f8c6b5-x2x9q", Container: "app", Deleted: metav1.NewTime(at(i)), GraceSeconds: 45, PreStopSeconds: 8,
-			Exited: metav1.NewTime(at(i + 20)), Reason: "Completed", Outcome: v1alpha1.OutcomeExited, DrainSeconds: 12, Budget: "routing=8s work=30s cleanup=2s margin=5s grace=45s"}
+			Exited: metav1.NewTime(at(i + 20)), Reason: "Completed", Outcome: v1alpha1.OutcomeExited, DrainSeconds: 12, Budget: "routing=8s work=30s cleanup=2s margin=5s grace=45s",
+			Withdrawal: v1alpha1.WithdrawalWithdrawn, WithdrawalSeconds: new(int64(1))}
 		if i%10 == 0 {
 			s.Outcome, s.ExitCode, s.Reason, s.DrainSeconds = v1alpha1.OutcomeKilled, 137, "Error", 37
 		}
@@ -114,7 +117,7 @@ func checkBounds(t *testing.T, st v1alpha1.ShutdownReportStatus) {
 		}
 	}
 	sum := st.Summary
-	for _, d := range []string{sum.DrainP50, sum.DrainP95, sum.DrainMax, sum.DrainCut, sum.MaxWork} {
+	for _, d := range []string{sum.DrainP50, sum.DrainP95, sum.DrainMax, sum.DrainCut, sum.MaxWork, sum.WithdrawalP50, sum.WithdrawalP95, sum.WithdrawalMax} {
 		if len(d) > v1alpha1.MaxDurationLength {
 			t.Errorf("summary duration %q over %d bytes", d, v1alpha1.MaxDurationLength)
 		}

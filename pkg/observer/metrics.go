@@ -13,12 +13,19 @@ import (
 // whole seconds (the API's precision) up to the cluster autoscaler's cap.
 var DrainBuckets = []float64{1, 2, 3, 5, 8, 10, 15, 20, 30, 45, 60, 90, 120, 300, 600}
 
+// WithdrawalBuckets are the histogram buckets of observed control-plane
+// withdrawals, in whole seconds: most take less than a second (0), a
+// loaded controller seconds; past the longest routing profile (2m) only
+// stuck slices.
+var WithdrawalBuckets = []float64{0, 1, 2, 3, 5, 8, 10, 15, 30, 60, 120, 300}
+
 // Metrics are the observer's Prometheus metrics. Labels are bounded: the
 // outcome (2 values) and skip reason (8 values, Skips), and, only when
 // NamespaceLabel is set, the namespace (one series per namespace with
 // treated Pods, times the outcomes). A nil *Metrics records nothing.
 type Metrics struct {
 	drain     *prometheus.HistogramVec
+	withdrawn *prometheus.HistogramVec
 	kills     *prometheus.CounterVec
 	hooks     *prometheus.CounterVec
 	skipped   *prometheus.CounterVec
@@ -40,6 +47,11 @@ func NewMetrics(reg prometheus.Registerer, namespace bool) (*Metrics, error) {
 			Help:    "Seconds from SIGTERM to the exit of treated Pods' containers, as observed after their deletion (whole seconds). outcome=killed: to the SIGKILL, a lower bound of the drain needed.",
 			Buckets: DrainBuckets,
 		}, append([]string{"outcome"}, labels...)),
+		withdrawn: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "graceguard_observed_withdrawal_seconds",
+			Help:    "Seconds from the deletion request of treated Pods to when the observer saw the last EndpointSlice that listed them ready mark them not ready (whole seconds): the control plane's part of their routing withdrawal; proxies apply it later. Pods no EndpointSlice listed are not counted.",
+			Buckets: WithdrawalBuckets,
+		}, labels),
 		kills: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "graceguard_observed_kills_total",
 			Help: "Treated Pods whose container was SIGKILLed (exit 137) at the end of its grace period on deletion.",
@@ -62,7 +74,7 @@ func NewMetrics(reg prometheus.Registerer, namespace bool) (*Metrics, error) {
 		}, []string{"kind", "operation"}),
 		namespace: namespace,
 	}
-	for _, c := range []prometheus.Collector{m.drain, m.kills, m.hooks, m.skipped, m.pods, m.reports} {
+	for _, c := range []prometheus.Collector{m.drain, m.withdrawn, m.kills, m.hooks, m.skipped, m.pods, m.reports} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering the observer's metrics: %w", err)
 		}
@@ -103,6 +115,9 @@ func (m *Metrics) sample(ns string, s v1alpha1.Sample) {
 		m.hooks.WithLabelValues(l...).Inc()
 	}
 	m.drain.WithLabelValues(append([]string{outcome}, l...)...).Observe(float64(s.DrainSeconds))
+	if s.WithdrawalSeconds != nil {
+		m.withdrawn.WithLabelValues(l...).Observe(float64(*s.WithdrawalSeconds))
+	}
 }
 
 // seen starts the namespace's kill and hook-failure series at 0 (with

@@ -79,3 +79,30 @@ func TestTheFirstKillIsAnIncreasePrometheusCanSee(t *testing.T) {
 	var none *Metrics
 	none.seen("shop") // records nothing, as the other methods of a nil *Metrics
 }
+
+func TestTheWithdrawalHistogramCountsFiguresOnly(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.sample("shop", v1alpha1.Sample{Outcome: v1alpha1.OutcomeExited, Withdrawal: v1alpha1.WithdrawalWithdrawn, WithdrawalSeconds: new(int64(3))})
+	m.sample("shop", v1alpha1.Sample{Outcome: v1alpha1.OutcomeExited, Withdrawal: v1alpha1.WithdrawalWithdrawn, WithdrawalSeconds: new(int64(0))})
+	m.sample("shop", v1alpha1.Sample{Outcome: v1alpha1.OutcomeExited, Withdrawal: v1alpha1.WithdrawalNotListed})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "graceguard_observed_withdrawal_seconds" {
+			continue
+		}
+		h := mf.GetMetric()[0].GetHistogram()
+		if h.GetSampleCount() != 2 || h.GetSampleSum() != 3 || h.GetBucket()[0].GetUpperBound() != 0 || h.GetBucket()[0].GetCumulativeCount() != 1 {
+			t.Errorf("withdrawal histogram: %d samples summing %v, first bucket %v; want 2 (the Pod no slice listed is not one), 3s, le=0 holding 1",
+				h.GetSampleCount(), h.GetSampleSum(), h.GetBucket()[0])
+		}
+		return
+	}
+	t.Error("no graceguard_observed_withdrawal_seconds")
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -68,6 +69,10 @@ type observer struct {
 	// shared with the transforms).
 	ns       *namespaces
 	verdicts verdicts
+	// routes follows the EndpointSlices of the treated namespaces.
+	routes *routes
+	// now is the observer's clock: when it saw an EndpointSlice's event.
+	now func() time.Time
 	// reports writes the policy reports; nil when they are off.
 	reports *reporter
 	// writes bounds the ShutdownReport writes (--flush-writes-per-second).
@@ -83,11 +88,12 @@ type observer struct {
 // NeedLeaderElection: one observer records each shutdown.
 func (o *observer) NeedLeaderElection() bool { return true }
 
-// Start watches the opted-in namespaces, then treated Pods and
-// FailedPreStopHook events (informers are created here, in the leader
-// only), and writes reports until ctx ends; then it writes what is still
-// pending. The namespaces come first: the Pod and event transforms read
-// them.
+// Start watches the opted-in namespaces, then EndpointSlices, treated
+// Pods and FailedPreStopHook events (informers are created here, in the
+// leader only), and writes reports until ctx ends; then it writes what is
+// still pending. The namespaces come first: the transforms read them. The
+// slices come before the Pods, so that a Pod found terminating at the
+// start is judged against its slices.
 func (o *observer) Start(ctx context.Context) error {
 	o.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[task](),
 		workqueue.TypedRateLimitingQueueConfig[task]{Name: "graceguard-observer"})
@@ -100,6 +106,17 @@ func (o *observer) Start(ctx context.Context) error {
 		return err
 	}
 	if !toolscache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+		return ctx.Err()
+	}
+	sliceInf, err := o.cache.GetInformer(ctx, &discoveryv1.EndpointSlice{})
+	if err != nil {
+		return fmt.Errorf("watching EndpointSlices: %w", err)
+	}
+	sreg, err := sliceInf.AddEventHandler(o.routes.handler(func() int64 { return clampUnix(o.now().Unix()) }))
+	if err != nil {
+		return err
+	}
+	if !toolscache.WaitForCacheSync(ctx.Done(), sreg.HasSynced) {
 		return ctx.Err()
 	}
 	pods, err := o.cache.GetInformer(ctx, &corev1.Pod{})
@@ -191,8 +208,9 @@ func (o *observer) next(ctx context.Context) bool {
 }
 
 // podChanged remembers when a Pod's deletion was requested and with what
-// grace, the first time it is seen terminating, and has its owner chain
-// verified then.
+// grace, the first time it is seen terminating, starts following its
+// withdrawal from its EndpointSlices, and has its owner chain verified
+// then.
 func (o *observer) podChanged(obj any) {
 	r, ok := obj.(*record)
 	if !ok {
@@ -210,6 +228,9 @@ func (o *observer) podChanged(obj any) {
 	}
 	o.deletions[r.uid] = d
 	o.mu.Unlock()
+	if !seen {
+		o.routes.terminating(r.uid)
+	}
 	if !seen && r.shutdown.ownerOK {
 		k := owner{Namespace: r.namespace, ownerRef: r.shutdown.owner}
 		if _, known := o.verdicts.get(k); !known {
@@ -249,7 +270,7 @@ func (o *observer) podDeleted(obj any) {
 	}
 	if skip != "" {
 		o.metrics.skip(skip)
-		o.forgetHooks(r.uid)
+		o.forget(r.uid)
 		return
 	}
 	o.mu.Lock()
@@ -260,8 +281,9 @@ func (o *observer) podDeleted(obj any) {
 	}
 	b.pods = append(b.pods, deleted{pod: r, del: d})
 	o.mu.Unlock()
-	// The hook-failure events of the Pod may still be on their way: they
-	// are read when the batch is written, a flush interval from now.
+	// The hook-failure events of the Pod, and the last of its slices'
+	// updates, may still be on their way: they are read when the batch is
+	// written, a flush interval from now.
 	o.queue.AddAfter(task{owner: k}, o.cfg.FlushInterval)
 }
 
@@ -314,10 +336,13 @@ func (o *observer) eventGone(obj any) {
 	}
 }
 
-func (o *observer) forgetHooks(uid types.UID) {
+// forget drops what the observer kept of a Pod that gives no sample: its
+// failed hooks and its withdrawal.
+func (o *observer) forget(uid types.UID) {
 	o.mu.Lock()
 	delete(o.hooks, uid)
 	o.mu.Unlock()
+	o.routes.forget(uid)
 }
 
 // flush turns an owner's deleted Pods into samples and writes them to its
@@ -352,10 +377,14 @@ func (o *observer) flush(ctx context.Context, k owner, limited bool) error {
 		delete(o.hooks, p.pod.uid)
 	}
 	o.mu.Unlock()
+	ws := make([]withdrawal, len(pods))
+	for i, p := range pods {
+		ws[i], _ = o.routes.take(p.pod.uid)
+	}
 
 	var fresh []v1alpha1.Sample
 	for i, p := range pods {
-		s, skip := observe(p.pod, p.del, hooks[i])
+		s, skip := observe(p.pod, p.del, hooks[i], ws[i])
 		if skip != "" {
 			o.metrics.skip(skip)
 			continue

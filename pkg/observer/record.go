@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -326,4 +327,155 @@ func containerOf(fieldPath string) string {
 		return ""
 	}
 	return fieldPath[i+1 : len(fieldPath)-1]
+}
+
+// maxSliceEndpoints is how many endpoints the API server admits in one
+// EndpointSlice (discovery.k8s.io/v1 validation); the transform keeps no
+// more of one.
+const maxSliceEndpoints = 1000
+
+// maxSliceBytes is the most heap a lean EndpointSlice holds: its key (a
+// name of 253 bytes) and 1,000 endpoints of 17 bytes, each allocation
+// rounded up to its size class (the tests derive it and measure it).
+const maxSliceBytes = 18920
+
+// podKey is a Pod's UID as 16 bytes: the API server makes every UID an
+// RFC 4122 UUID, and the slices' endpoints name their Pods by it.
+type podKey [16]byte
+
+// keyOf parses a UID; ok is false for anything but a UUID (an endpoint
+// written by hand may name anything).
+func keyOf(uid types.UID) (k podKey, ok bool) {
+	s := string(uid)
+	if len(s) != maxUIDLength {
+		return k, false
+	}
+	j := 0
+	for i := 0; i < len(s); {
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			if s[i] != '-' {
+				return podKey{}, false
+			}
+			i++
+			continue
+		}
+		hi, ok1 := unhex(s[i])
+		lo, ok2 := unhex(s[i+1])
+		if !ok1 || !ok2 {
+			return podKey{}, false
+		}
+		k[j] = hi<<4 | lo
+		j++
+		i += 2
+	}
+	return k, true
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+// endpointSlice is what the observer keeps of an EndpointSlice: its key
+// and, in a namespace graceguard treats, the Pods its endpoints name and
+// whether each is routed to. 17 bytes an endpoint, whatever else the
+// slice holds (addresses, hostnames, zones, hints, ports: dropped).
+type endpointSlice struct {
+	objectMeta
+	endpoints []endpoint
+}
+
+// endpoint is one endpoint of a slice that names a Pod (targetRef).
+type endpoint struct {
+	pod podKey
+	// routed: ready (a nil ready reads true, as KEP-1672 says) and not
+	// terminating. A Service with publishNotReadyAddresses keeps its
+	// terminating endpoints ready=true by design; their terminating=true
+	// is the controller's withdrawal then.
+	routed bool
+}
+
+// sliceTransform returns the EndpointSlice informer's transform: slices of
+// namespaces ns does not treat keep their key only.
+func sliceTransform(ns *namespaces) func(any) (any, error) {
+	return func(obj any) (any, error) {
+		s, ok := obj.(*discoveryv1.EndpointSlice)
+		if !ok {
+			// Already lean (a resync hands the cache's own object back).
+			return obj, nil
+		}
+		return leanSlice(s, ns.treats(s.Namespace)), nil
+	}
+}
+
+// leanSlice keeps the Pods a slice's endpoints name (at most
+// maxSliceEndpoints), each with whether it is routed to.
+func leanSlice(s *discoveryv1.EndpointSlice, treated bool) *endpointSlice {
+	out := &endpointSlice{objectMeta: metaOf(&s.ObjectMeta)}
+	if !treated {
+		return out
+	}
+	n := 0
+	for i := range s.Endpoints {
+		if isPodRef(s.Endpoints[i].TargetRef) {
+			n++
+		}
+	}
+	if n == 0 {
+		return out
+	}
+	out.endpoints = make([]endpoint, 0, min(n, maxSliceEndpoints))
+	for i := range s.Endpoints {
+		e := &s.Endpoints[i]
+		if len(out.endpoints) == maxSliceEndpoints {
+			break
+		}
+		if !isPodRef(e.TargetRef) {
+			continue
+		}
+		k, ok := keyOf(e.TargetRef.UID)
+		if !ok {
+			continue
+		}
+		c := e.Conditions
+		routed := (c.Ready == nil || *c.Ready) && (c.Terminating == nil || !*c.Terminating)
+		out.endpoints = append(out.endpoints, endpoint{pod: k, routed: routed})
+	}
+	return out
+}
+
+func isPodRef(r *corev1.ObjectReference) bool {
+	return r != nil && r.Kind == "Pod" && (r.APIVersion == "" || r.APIVersion == "v1")
+}
+
+// listing is what the observer keeps of a Pod that EndpointSlices of a
+// treated namespace list: how many list it and how many of them route to
+// it, and when the last of those stopped. Fixed size; the entry goes when
+// no slice lists the Pod any more.
+type listing struct {
+	slices, routed int32
+	// stopped is when routed last fell to 0, in Unix seconds of the
+	// observer's clock (when it saw the slice's event); 0 when it was not
+	// seen routed.
+	stopped int64
+}
+
+// withdrawal is what the observer keeps of a terminating Pod's
+// EndpointSlices, from the moment it sees the Pod terminating until its
+// sample is written: fixed size, 16 bytes.
+type withdrawal struct {
+	// stopped is when the last slice that routed to the Pod stopped
+	// (listing.stopped); 0 when none was seen routing to it.
+	stopped int64
+	// listed: a slice listed the Pod while it terminated.
+	listed bool
+	// routed: a slice still routes to it, as last seen.
+	routed bool
 }

@@ -78,8 +78,8 @@ var Skips = []Skip{SkipDeletionUnseen, SkipNotRunning, SkipExitedBefore, SkipNoW
 const exitSIGKILL = 137
 
 // observe derives the shutdown sample of a deleted Pod from the record of
-// its final object, its deletion and the FailedPreStopHook events naming
-// it.
+// its final object, its deletion, the FailedPreStopHook events naming it
+// and its withdrawal from the EndpointSlices that listed it.
 //
 // For each treated container (graceguard.io/containers, else the regular
 // containers), SIGTERM came at Requested + its preStop hook's length (or
@@ -88,7 +88,13 @@ const exitSIGKILL = 137
 // 137 (not OOMKilled) at the end of its grace was SIGKILLed. The sample is
 // the container that exited last, or a killed one. Arithmetic is in whole
 // seconds and cannot overflow, whatever the Pod says.
-func observe(r *record, del Deletion, hooks []HookFailure) (v1alpha1.Sample, Skip) {
+//
+// The withdrawal runs from the deletion request to when the observer saw
+// the last slice that routed to the Pod stop (w.stopped, its own clock),
+// 0 when that was before the request (readiness had failed first); a Pod
+// no slice listed, one still routed to, or one never seen routed to has
+// no figure, and the sample says which.
+func observe(r *record, del Deletion, hooks []HookFailure, w withdrawal) (v1alpha1.Sample, Skip) {
 	s := r.shutdown
 	if s == nil {
 		return v1alpha1.Sample{}, SkipNotRunning
@@ -160,6 +166,7 @@ func observe(r *record, del Deletion, hooks []HookFailure) (v1alpha1.Sample, Ski
 	case best != nil:
 		// A failed hook anywhere in the Pod let SIGTERM in early.
 		best.HookFailed = anyFailed
+		best.Withdrawal, best.WithdrawalSeconds = w.observed(requested)
 		return *best, ""
 	case ran:
 		return v1alpha1.Sample{}, SkipExitedBefore
@@ -177,4 +184,20 @@ func better(a, b v1alpha1.Sample) bool {
 		return b.Exited.Before(&a.Exited)
 	}
 	return a.Container < b.Container
+}
+
+// observed is the withdrawal a sample records of a Pod whose deletion was
+// requested at requested (Unix seconds).
+func (w withdrawal) observed(requested int64) (v1alpha1.Withdrawal, *int64) {
+	switch {
+	case !w.listed:
+		return v1alpha1.WithdrawalNotListed, nil
+	case w.routed:
+		return v1alpha1.WithdrawalStillReady, nil
+	case w.stopped == 0:
+		return v1alpha1.WithdrawalNeverReady, nil
+	}
+	// Both within minUnix..maxUnix: no overflow.
+	s := max(clampUnix(w.stopped)-clampUnix(requested), 0)
+	return v1alpha1.WithdrawalWithdrawn, &s
 }

@@ -47,7 +47,7 @@ func TestObserve(t *testing.T) {
 	del := Deletion{Requested: t0, Grace: 15}
 	app := corev1.Container{Name: "app", Lifecycle: sleepHook(5)}
 	base := v1alpha1.Sample{Pod: "web-7d9f8c6b5-x2x9q", Container: "app", Deleted: metav1.NewTime(t0), GraceSeconds: 15,
-		PreStopSeconds: 5, Budget: budget15}
+		PreStopSeconds: 5, Budget: budget15, Withdrawal: v1alpha1.WithdrawalNotListed}
 	with := func(f func(*v1alpha1.Sample)) v1alpha1.Sample {
 		s := base
 		f(&s)
@@ -207,13 +207,17 @@ func TestObserve(t *testing.T) {
 
 // observePod is observe on the record of a deleted Pod (one the test
 // gave no deletionTimestamp is given one: only terminating Pods keep what
-// a sample reads).
+// a sample reads) that no EndpointSlice listed.
 func observePod(p *corev1.Pod, del Deletion, hooks []HookFailure) (v1alpha1.Sample, Skip) {
+	return observeWithdrawn(p, del, hooks, withdrawal{})
+}
+
+func observeWithdrawn(p *corev1.Pod, del Deletion, hooks []HookFailure, w withdrawal) (v1alpha1.Sample, Skip) {
 	if p.DeletionTimestamp == nil {
 		p = p.DeepCopy()
 		p.DeletionTimestamp = &metav1.Time{Time: del.Requested.Add(time.Duration(del.Grace) * time.Second)}
 	}
-	return observe(leanPod(p, true), del, hooks)
+	return observe(leanPod(p, true), del, hooks, w)
 }
 
 func TestDeletionReadsTheRequestTime(t *testing.T) {

@@ -61,6 +61,12 @@ func Observations(samples []v1alpha1.Sample) []budget.Observation {
 			HookFailed: s.HookFailed,
 			HookHung:   HookHung(s),
 		}
+		if s.Withdrawal == v1alpha1.WithdrawalWithdrawn && s.WithdrawalSeconds != nil {
+			obs[i].Withdrawal, obs[i].Withdrawn = seconds(*s.WithdrawalSeconds), true
+		}
+		if b, _, err := budget.ParseAnnotation(s.Budget); err == nil {
+			obs[i].Routing, obs[i].RoutingKnown = b.Routing, true
+		}
 	}
 	return obs
 }
@@ -99,6 +105,15 @@ func Summarize(samples []v1alpha1.Sample, minSamples int) (v1alpha1.Summary, *v1
 	}
 	if e.Kills > 0 {
 		sum.DrainCut = budget.Format(e.Cut)
+	}
+	sum.Withdrawn = int32(e.Withdrawn)
+	if e.Withdrawn > 0 {
+		sum.WithdrawalP50, sum.WithdrawalP95, sum.WithdrawalMax = budget.Format(e.WithdrawalP50), budget.Format(e.WithdrawalP95), budget.Format(e.WithdrawalMax)
+	}
+	for _, s := range samples {
+		if s.Withdrawal == v1alpha1.WithdrawalNotListed {
+			sum.NotListed++
+		}
 	}
 	cur, grace, ann, ok := Current(samples)
 	if ok {

@@ -258,7 +258,7 @@ var _ = Describe("the shutdown observer", Ordered, func() {
 		Expect(web.Status.KillsObserved).To(Equal(int64(1)))
 		Expect(web.Status.HookFailuresObserved).To(BeZero())
 		Expect(web.Status.Summary).To(Equal(v1alpha1.Summary{Samples: 2, Kills: 1, DrainP50: "7s", DrainP95: "7s", DrainMax: "7s", DrainCut: "10s",
-			Budget: "routing=5s work=5s cleanup=2s margin=3s grace=15s", MaxWork: "5s", Grace: 15}))
+			Budget: "routing=5s work=5s cleanup=2s margin=3s grace=15s", MaxWork: "5s", Grace: 15, NotListed: 2}), "no EndpointSlice listed the Pods")
 		Expect(web.Status.Recommendation).To(Equal(&v1alpha1.Recommendation{MaxWork: "21s", Grace: 31, Enough: true,
 			Reason: "1 of 2 Pods was SIGKILLed after draining 10s: the drain needed is longer and unknown; twice that, plus 1s for whole-second timestamps"}))
 		byPod := map[string]v1alpha1.Sample{}
@@ -278,7 +278,7 @@ var _ = Describe("the shutdown observer", Ordered, func() {
 		h := db.Status.Samples[0]
 		Expect([]any{h.PreStopSeconds, h.HookFailed, h.Outcome, h.DrainSeconds}).To(Equal([]any{int64(5), true, v1alpha1.OutcomeExited, int64(2)}))
 		Expect(db.Status.Summary).To(Equal(v1alpha1.Summary{Samples: 1, HookFailures: 1, DrainP50: "2s", DrainP95: "2s", DrainMax: "2s",
-			Budget: "routing=5s work=20s cleanup=2s margin=3s grace=30s", MaxWork: "20s", Grace: 30}))
+			Budget: "routing=5s work=20s cleanup=2s margin=3s grace=30s", MaxWork: "20s", Grace: 30, NotListed: 1}))
 		Expect(db.Status.Recommendation.Enough).To(BeFalse())
 
 		By("no other report: the bare Pod has no workload, the plain namespace's Pod was never treated")
@@ -334,6 +334,7 @@ var _ = Describe("the shutdown observer", Ordered, func() {
   budget      routing=5s work=5s cleanup=2s margin=3s grace=15s
   drain       p50 7s, p95 7s, max 7s (SIGTERM to exit, whole seconds)
   killed      1 of 2 at the end of their grace, after draining up to 10s
+  withdrawal  no figure: no EndpointSlice listed 2 of 2
   raise       graceguard.io/max-work: 21s (from 5s; grace 15s -> 31s)
   why         1 of 2 Pods was SIGKILLed after draining 10s: the drain needed is longer and unknown; twice that, plus 1s for whole-second timestamps
   apply       kubectl patch deployment web -n NS --type merge -p '{"spec":{"template":{"metadata":{"annotations":{"graceguard.io/max-work":"21s"}}}}}'
@@ -342,6 +343,7 @@ StatefulSet NS/db: 1 sample (1 observed, 0 SIGKILLed, 1 failed preStop hooks in 
   budget      routing=5s work=20s cleanup=2s margin=3s grace=30s
   drain       p50 2s, p95 2s, max 2s (SIGTERM to exit, whole seconds)
   hook failed 1 of 1: SIGTERM came at once, before the routing delay; fix the hook (graceguard.io/prestop: sleep needs no binary in the image)
+  withdrawal  no figure: no EndpointSlice listed 1 of 1
   too few samples to recommend (1 of the 5 needed, and no kill); so far they suggest graceguard.io/max-work: 3s
 `, "NS", ns)))
 

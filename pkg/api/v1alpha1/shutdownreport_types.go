@@ -59,6 +59,7 @@ const (
 // +kubebuilder:printcolumn:name="Drain-Max",type=string,JSONPath=`.status.summary.drainMax`
 // +kubebuilder:printcolumn:name="Work",type=string,JSONPath=`.status.summary.maxWork`
 // +kubebuilder:printcolumn:name="Grace",type=integer,JSONPath=`.status.summary.grace`
+// +kubebuilder:printcolumn:name="Withdrawal-Max",type=string,JSONPath=`.status.summary.withdrawalMax`,priority=1
 // +kubebuilder:printcolumn:name="Rec-Work",type=string,JSONPath=`.status.recommendation.maxWork`
 // +kubebuilder:printcolumn:name="Rec-Grace",type=integer,JSONPath=`.status.recommendation.grace`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -155,6 +156,24 @@ type Summary struct {
 	// Grace is the grace period of the most recent sample, in seconds.
 	// +optional
 	Grace int64 `json:"grace,omitempty"`
+	// Withdrawn counts the samples whose control-plane withdrawal was
+	// observed (withdrawalSeconds); WithdrawalP50, WithdrawalP95 and
+	// WithdrawalMax are over them, empty when there is none.
+	// +optional
+	Withdrawn int32 `json:"withdrawn,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	WithdrawalP50 string `json:"withdrawalP50,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	WithdrawalP95 string `json:"withdrawalP95,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	WithdrawalMax string `json:"withdrawalMax,omitempty"`
+	// NotListed counts the samples whose Pod no EndpointSlice listed: they
+	// have no withdrawal figure (not 0).
+	// +optional
+	NotListed int32 `json:"notListed,omitempty"`
 }
 
 // Recommendation is the graceguard.io/max-work the samples support.
@@ -182,6 +201,28 @@ const (
 	OutcomeExited Outcome = "Exited"
 	// OutcomeKilled: a treated container was SIGKILLed at the end of its grace.
 	OutcomeKilled Outcome = "Killed"
+)
+
+// Withdrawal is what the observer saw of a Pod's EndpointSlices while it
+// terminated: the control plane's part of its routing withdrawal.
+// +kubebuilder:validation:Enum=Withdrawn;NotListed;NeverReady;StillReady
+type Withdrawal string
+
+const (
+	// WithdrawalWithdrawn: the last EndpointSlice that listed the Pod
+	// ready marked it not ready (or terminating, or dropped it);
+	// withdrawalSeconds says when.
+	WithdrawalWithdrawn Withdrawal = "Withdrawn"
+	// WithdrawalNotListed: no EndpointSlice listed this Pod while it
+	// terminated (no Service selects it): no figure, not 0.
+	WithdrawalNotListed Withdrawal = "NotListed"
+	// WithdrawalNeverReady: EndpointSlices listed the Pod, never ready
+	// while the observer watched (not ready when it was deleted, or
+	// withdrawn before the observer started).
+	WithdrawalNeverReady Withdrawal = "NeverReady"
+	// WithdrawalStillReady: an EndpointSlice still listed the Pod ready
+	// when its sample was written.
+	WithdrawalStillReady Withdrawal = "StillReady"
 )
 
 // Sample is one Pod's shutdown. Times are the API's, in whole seconds.
@@ -229,6 +270,19 @@ type Sample struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=160
 	Budget string `json:"budget,omitempty"`
+	// Withdrawal is how the Pod left the EndpointSlices that listed it;
+	// empty in samples written before the observer watched them.
+	// +optional
+	Withdrawal Withdrawal `json:"withdrawal,omitempty"`
+	// WithdrawalSeconds is the control plane's part of the Pod's routing
+	// withdrawal: from the deletion request to when the observer saw the
+	// last EndpointSlice that listed the Pod ready mark it not ready
+	// (withdrawal Withdrawn only; absent otherwise, never 0 for "no
+	// figure"). Proxies, ingress controllers and load balancers apply it
+	// later: the Pod's real routing withdrawal is at least this.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	WithdrawalSeconds *int64 `json:"withdrawalSeconds,omitempty"`
 }
 
 // ShutdownReportList is a list of ShutdownReports.
