@@ -154,7 +154,8 @@ func tuneFromEvidence(ctx context.Context) {
 				continue
 			}
 			s := st.Samples[i]
-			ts := evidence.TuneSample{Pod: s.Pod, Outcome: string(s.Outcome), ExitCode: s.ExitCode, Drain: s.DrainSeconds}
+			ts := evidence.TuneSample{Pod: s.Pod, Outcome: string(s.Outcome), ExitCode: s.ExitCode, Drain: s.DrainSeconds,
+				Withdrawal: string(s.Withdrawal), WithdrawalSeconds: s.WithdrawalSeconds}
 			lf := logs[p.Name]
 			lf.waitEnd(10 * time.Second)
 			lf.save("tune-" + p.Name)
@@ -204,6 +205,22 @@ func tuneFromEvidence(ctx context.Context) {
 		"%d failed of %d (%s)", r1.Failed, r1.Sent, evidence.KindList(r1.ByKind))
 	ck.Add("round 1: the observer saw every old Pod shut down, and the kills", fmt.Sprintf("%d observed, > 0 SIGKILLed", tuneReps),
 		r1.Observed == tuneReps && r1.Kills > 0, "%d observed, %d SIGKILLed", r1.Observed, r1.Kills)
+	// The Pods are behind a Service: kube-controller-manager's own
+	// EndpointSlice controller withdraws them, and the observer times it.
+	var withdrawn []string
+	timed := 0
+	for _, s := range r1.Samples {
+		w := s.Withdrawal
+		if s.WithdrawalSeconds != nil {
+			w = fmt.Sprintf("%s after %d s", w, *s.WithdrawalSeconds)
+			if s.Withdrawal == "Withdrawn" && *s.WithdrawalSeconds >= 0 && *s.WithdrawalSeconds <= tuneGrace {
+				timed++
+			}
+		}
+		withdrawn = append(withdrawn, s.Pod+": "+evidence.OrNone(w))
+	}
+	ck.Add("round 1: the observer timed each old Pod's withdrawal from the real EndpointSlice controller's slices", fmt.Sprintf("%d of %d Withdrawn, within the grace", tuneReps, tuneReps),
+		timed == tuneReps, "%s", strings.Join(withdrawn, "; "))
 	// The alert has no for: it fires at the first evaluation after a
 	// scrape shows the increase.
 	By("round 1: GraceguardObservedKills fires for the namespace, with the observer's count")

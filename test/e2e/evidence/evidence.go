@@ -731,6 +731,10 @@ type TuneSample struct {
 	// AppDrain is sigterm to shutdown_complete in the app's own log
 	// (nanoseconds); nil when the app never completed (killed).
 	AppDrain At `json:"appDrainSeconds,omitempty"`
+	// Withdrawal and WithdrawalSeconds are the observer's timing of the
+	// control plane's part of the Pod's routing withdrawal.
+	Withdrawal        string `json:"withdrawal,omitempty"`
+	WithdrawalSeconds *int64 `json:"withdrawalSeconds,omitempty"`
 }
 
 // WebhookMetrics are the apiserver counters of one webhook.
