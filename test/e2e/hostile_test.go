@@ -32,7 +32,7 @@ import (
 	"github.com/graceguard/graceguard/test/e2e/evidence"
 )
 
-// Scenario 8: a hostile tenant against the fail-closed webhook.
+// Scenario 8: a hostile tenant against the webhook.
 const (
 	hostileImage = "registry.local/hostile:e2e"
 	tenantSA     = "tenant"

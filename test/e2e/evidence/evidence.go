@@ -1046,7 +1046,7 @@ func (r *Run) scenarios() []scenario {
 	add("self", "5. graceguard's own rollout", r.SelfRollout != nil, checksOfS(r.SelfRollout))
 	add("mesh", "6. A naive proxy sidecar in front of the app", r.MeshProxy != nil, checksOfM(r.MeshProxy))
 	add("tune", "7. Budgets from evidence: observe, recommend, apply", r.Tune != nil, checksOfT(r.Tune))
-	add("hostile", "8. A hostile tenant against the fail-closed webhook", r.Hostile != nil, checksOfX(r.Hostile))
+	add("hostile", "8. A hostile tenant against the webhook", r.Hostile != nil, checksOfX(r.Hostile))
 	add("native", "9. Istio native sidecar: its drain waits for the routing window", r.Native != nil, checksOfN(r.Native))
 	add("broken-hook", "10. A broken preStop hook: one fails, one hangs", r.BrokenHook != nil, checksOfB(r.BrokenHook))
 	add("queue", "11. A queue consumer deleted mid-batch", r.Queue != nil, checksOfQ(r.Queue))

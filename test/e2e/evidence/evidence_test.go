@@ -239,7 +239,7 @@ func TestRendersTheBrokenHookScenario(t *testing.T) {
 func TestHostileSummaryWithoutTheAttackersReport(t *testing.T) {
 	r := &Run{Schema: Schema, Hostile: &Hostile{Steady: &Steady{Sent: 10, Created: 9, P50: 0.0125, P99: 0.5}}}
 	md := Markdown(r, ".")
-	want := "| 8. A hostile tenant against the fail-closed webhook | **FAILED** | ordinary creates: 9 of 10 admitted and mutated, p50 / p99 12 / 500 ms |"
+	want := "| 8. A hostile tenant against the webhook | **FAILED** | ordinary creates: 9 of 10 admitted and mutated, p50 / p99 12 / 500 ms |"
 	if !strings.Contains(md, want) {
 		t.Errorf("the summary lacks %q:\n%s", want, md)
 	}
