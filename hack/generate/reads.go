@@ -85,6 +85,7 @@ func mutateReads() ([]apiField, error) {
 		return nil, fmt.Errorf("%d errors loading %s", n, strings.Join(ours, ", "))
 	}
 	seen := map[apiField]bool{}
+	owners := map[*types.Var]string{}
 	for _, p := range pkgs {
 		for _, file := range p.Syntax {
 			ast.Inspect(file, func(n ast.Node) bool {
@@ -102,7 +103,12 @@ func mutateReads() ([]apiField, error) {
 				if v.Pkg() == nil || !slices.Contains(apiPackages, v.Pkg().Path()) {
 					return true
 				}
-				if owner := ownerOf(v); owner != "" {
+				owner, ok := owners[v]
+				if !ok {
+					owner = ownerOf(v)
+					owners[v] = owner
+				}
+				if owner != "" {
 					seen[apiField{v.Pkg().Path(), owner, v.Name()}] = true
 				}
 				return true

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -343,44 +344,14 @@ const maxSliceBytes = 18920
 // RFC 4122 UUID, and the slices' endpoints name their Pods by it.
 type podKey [16]byte
 
-// keyOf parses a UID; ok is false for anything but a UUID (an endpoint
-// written by hand may name anything).
-func keyOf(uid types.UID) (k podKey, ok bool) {
-	s := string(uid)
-	if len(s) != maxUIDLength {
-		return k, false
+// keyOf parses a UID; ok is false for anything but a UUID in its 36-byte
+// form (an endpoint written by hand may name anything).
+func keyOf(uid types.UID) (podKey, bool) {
+	if len(uid) != maxUIDLength {
+		return podKey{}, false
 	}
-	j := 0
-	for i := 0; i < len(s); {
-		if i == 8 || i == 13 || i == 18 || i == 23 {
-			if s[i] != '-' {
-				return podKey{}, false
-			}
-			i++
-			continue
-		}
-		hi, ok1 := unhex(s[i])
-		lo, ok2 := unhex(s[i+1])
-		if !ok1 || !ok2 {
-			return podKey{}, false
-		}
-		k[j] = hi<<4 | lo
-		j++
-		i += 2
-	}
-	return k, true
-}
-
-func unhex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
+	u, err := uuid.Parse(string(uid))
+	return podKey(u), err == nil
 }
 
 // endpointSlice is what the observer keeps of an EndpointSlice: its key

@@ -1,13 +1,9 @@
 package webhook
 
 import (
-	"bytes"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,49 +20,28 @@ import (
 // mutated forms), both decisions must come out the same from the lean
 // decode as from the full one.
 func TestLeanDecodeDecidesLikeTheFullDecode(t *testing.T) {
-	inputs, err := filepath.Glob("../mutate/testdata/*.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	n := 0
-	for _, in := range inputs {
-		if strings.HasSuffix(in, ".golden.yaml") {
-			continue
-		}
-		data, err := os.ReadFile(in)
+	for _, g := range goldenPods(t) {
+		res, err := manifest.Process(g.doc, g.ns, mutate.DefaultOptions())
 		if err != nil {
 			t.Fatal(err)
 		}
-		docs, err := manifest.Read(bytes.NewReader(data), in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range docs {
-			if d.Kind != "Pod" {
-				continue
-			}
-			ns := namespaceFor(d.Namespace, docs)
-			res, err := manifest.Process(d, ns, mutate.DefaultOptions())
-			if err != nil {
+		for _, raw := range [][]byte{g.doc.Raw, res.Object} {
+			n++
+			var full corev1.Pod
+			if err := json.Unmarshal(raw, &full); err != nil {
 				t.Fatal(err)
 			}
-			for _, raw := range [][]byte{d.Raw, res.Object} {
-				n++
-				var full corev1.Pod
-				if err := json.Unmarshal(raw, &full); err != nil {
-					t.Fatal(err)
+			for _, decide := range []func(mutate.Target, mutate.Namespace, mutate.Options) *mutate.Report{mutate.Mutate, mutate.Validate} {
+				// Mutate changes the Pod it is given: decode afresh.
+				lean, _, err := decodeAdmissionPod(raw, &meter{})
+				if err != nil {
+					t.Fatalf("%s: lean decode: %v", g.name, err)
 				}
-				for _, decide := range []func(mutate.Target, mutate.Namespace, mutate.Options) *mutate.Report{mutate.Mutate, mutate.Validate} {
-					// Mutate changes the Pod it is given: decode afresh.
-					lean, _, err := decodeAdmissionPod(raw, &meter{})
-					if err != nil {
-						t.Fatalf("%s: lean decode: %v", in, err)
-					}
-					want := summary(decide(mutate.ForPod(full.DeepCopy()), ns, mutate.DefaultOptions()))
-					got := summary(decide(mutate.ForPod(lean), ns, mutate.DefaultOptions()))
-					if !reflect.DeepEqual(got, want) {
-						t.Errorf("%s: the lean decode decides differently\n got %+v\nwant %+v", in, got, want)
-					}
+				want := summary(decide(mutate.ForPod(full.DeepCopy()), g.ns, mutate.DefaultOptions()))
+				got := summary(decide(mutate.ForPod(lean), g.ns, mutate.DefaultOptions()))
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("../mutate/testdata/%s: the lean decode decides differently\n got %+v\nwant %+v", g.name, got, want)
 				}
 			}
 		}

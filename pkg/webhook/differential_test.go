@@ -68,13 +68,14 @@ func FuzzGeneratedPodsDecideAlike(f *testing.F) {
 
 type goldenPod struct {
 	name string
+	doc  manifest.Document
 	pod  corev1.Pod
 	ns   mutate.Namespace
 }
 
 // goldenPods are the Pods of pkg/mutate's golden inputs, each with its
-// namespace.
-func goldenPods(f *testing.F) []goldenPod {
+// document and namespace.
+func goldenPods(f testing.TB) []goldenPod {
 	inputs, err := filepath.Glob("../mutate/testdata/*.yaml")
 	if err != nil {
 		f.Fatal(err)
@@ -100,7 +101,7 @@ func goldenPods(f *testing.F) []goldenPod {
 			if err := json.Unmarshal(d.Raw, &p); err != nil {
 				f.Fatal(err)
 			}
-			out = append(out, goldenPod{name: filepath.Base(in), pod: p, ns: namespaceFor(d.Namespace, docs)})
+			out = append(out, goldenPod{name: filepath.Base(in), doc: d, pod: p, ns: namespaceFor(d.Namespace, docs)})
 		}
 	}
 	if len(out) < 20 {
