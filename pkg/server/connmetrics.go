@@ -13,6 +13,7 @@ const (
 	ConnectionsEvictedName      = "graceguard_webhook_connections_evicted_total"
 	ConnectionsRefusedName      = "graceguard_webhook_connections_refused_total"
 	ConnectionsPeakName         = "graceguard_webhook_connections_peak"
+	ConnectionsAcceptedName     = "graceguard_webhook_connections_accepted_total"
 	HandshakesAbortedName       = "graceguard_webhook_tls_handshakes_aborted_total"
 	abortTimeout, abortTooLarge = "timeout", "too-large"
 )
@@ -23,6 +24,7 @@ const (
 type connMetrics struct {
 	openG    [numConnStates]prometheus.Gauge
 	peakG    prometheus.Gauge
+	acceptC  prometheus.Counter
 	evictedC [numConnStates]prometheus.Counter
 	refusedC prometheus.Counter
 	abortedC map[string]prometheus.Counter
@@ -66,7 +68,14 @@ func newConnMetrics(reg prometheus.Registerer) (*connMetrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &connMetrics{peakG: peak, refusedC: refused, abortedC: map[string]prometheus.Counter{}}
+	accepted, err := registerOrReuse(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		Name: ConnectionsAcceptedName,
+		Help: "Webhook connections accepted, each a TLS handshake to make: beside the rate of reviews, how often the API server opens a connection rather than reusing one.",
+	}))
+	if err != nil {
+		return nil, err
+	}
+	m := &connMetrics{peakG: peak, acceptC: accepted, refusedC: refused, abortedC: map[string]prometheus.Counter{}}
 	for s := range numConnStates {
 		m.openG[s] = open.WithLabelValues(s.String())
 		if s != connActive {
@@ -95,6 +104,12 @@ func registerOrReuse[C prometheus.Collector](reg prometheus.Registerer, c C) (C,
 func (m *connMetrics) add(s connState, d float64) {
 	if m != nil {
 		m.openG[s].Add(d)
+	}
+}
+
+func (m *connMetrics) accepted() {
+	if m != nil {
+		m.acceptC.Inc()
 	}
 }
 

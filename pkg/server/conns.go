@@ -243,6 +243,7 @@ func (t *connTracker) admit(c *trackedConn) (victim *trackedConn, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.seen++
+	t.metrics.accepted()
 	pending, idle, queued := &t.lists[connPending], &t.lists[connIdle], &t.lists[connQueued]
 	// The new connection counts for its peer: a flood's next connection
 	// makes its own peer the one that gives way.

@@ -425,6 +425,11 @@ func TestPeakGaugeIsTheMostOpenAtOnce(t *testing.T) {
 	if got := testutil.ToFloat64(m.peakG); got != 4 {
 		t.Fatalf("%s = %g, want 4, the cap the tracker held", ConnectionsPeakName, got)
 	}
+	// Every connection counts as accepted, the refused and evicted too:
+	// its rate is how often the API server dials.
+	if got := testutil.ToFloat64(m.acceptC); got != 20 {
+		t.Fatalf("%s = %g, want 20, every connection admit saw", ConnectionsAcceptedName, got)
+	}
 }
 
 // The API server opens a connection per concurrent call: a burst of calls

@@ -22,6 +22,7 @@ import (
 
 	"github.com/graceguard/graceguard/internal/freeport"
 	"github.com/graceguard/graceguard/pkg/mutate"
+	"github.com/graceguard/graceguard/pkg/server"
 	"github.com/graceguard/graceguard/test/harness/apiserver"
 	"github.com/graceguard/graceguard/test/harness/cgroup"
 	"github.com/graceguard/graceguard/test/harness/chart"
@@ -148,8 +149,8 @@ func (r *Results) cpuHeld(ctx context.Context, o Options, logf func(string, ...a
 					return fmt.Errorf("%s at %s, %d creators: %w", v.Name, cpuName(mc, request), n, err)
 				}
 				run.Cells = append(run.Cells, c)
-				logf("cpu-held %-14s %-18s %3d creators: %6.1f creates/s  p99 %7.0f ms  refused %d  unmutated %d  shed %d  expired %d  handshakes cut %d  /readyz failed %d of %d  webhook %.3f cores %s",
-					v.Name, cpuName(mc, request), n, c.PodsPerSec, c.Latency.P99, c.Refused, c.Unmutated, c.Shed, c.Expired, c.HandshakesAborted,
+				logf("cpu-held %-14s %-18s %3d creators: %6.1f creates/s  p99 %7.0f ms  refused %d  unmutated %d  shed %d  expired %d  handshakes cut %d  connections %d  /readyz failed %d of %d  webhook %.3f cores %s",
+					v.Name, cpuName(mc, request), n, c.PodsPerSec, c.Latency.P99, c.Refused, c.Unmutated, c.Shed, c.Expired, c.HandshakesAborted, c.Connections,
 					c.ReadyzFailed, c.ReadyzProbes, c.Cores, fmt.Sprint(c.Calls))
 				if err := v.api.Webhook.Exited(); err != nil {
 					return err
@@ -349,6 +350,10 @@ func (v *heldVariant) cell(ctx context.Context, millicores, creators int, warm, 
 	c.PodsPerSec = float64(c.Created) / got.wall.Seconds()
 	c.Latency = percentiles(got.lat)
 	c.Shed, c.Expired, c.HandshakesAborted = int(n1.shed-n0.shed), int(n1.expired-n0.expired), int(n1.aborted-n0.aborted)
+	c.Connections = -1
+	if n0.accepted >= 0 && n1.accepted >= 0 {
+		c.Connections = int(n1.accepted - n0.accepted)
+	}
 	c.Cores = (cpu1 - cpu0).Seconds() / got.wall.Seconds()
 	c.ThrottledPeriods, c.ThrottledSeconds = thr1-thr0, (held1 - held0).Seconds()
 	c.ErrorSample = got.sample
@@ -441,8 +446,9 @@ func (v *heldVariant) apiCalls(ctx context.Context) (map[string]int, error) {
 
 // heldCounts are the webhook's own counts of reviews it shed (429), of
 // those whose deadline passed before they were decided, and of TLS
-// handshakes it cut off.
-type heldCounts struct{ shed, expired, aborted float64 }
+// handshakes it cut off, and of the connections it accepted (-1: it
+// does not count them).
+type heldCounts struct{ shed, expired, aborted, accepted float64 }
 
 func (v *heldVariant) counts(ctx context.Context) (heldCounts, error) {
 	fams, err := promscrape.Get(ctx, v.metricsURL)
@@ -460,6 +466,13 @@ func (v *heldVariant) counts(ctx context.Context) (heldCounts, error) {
 	}
 	for _, m := range fams["graceguard_webhook_tls_handshakes_aborted_total"].GetMetric() {
 		n.aborted += m.GetCounter().GetValue()
+	}
+	n.accepted = -1
+	if f, ok := fams[server.ConnectionsAcceptedName]; ok {
+		n.accepted = 0
+		for _, m := range f.GetMetric() {
+			n.accepted += m.GetCounter().GetValue()
+		}
 	}
 	return n, nil
 }

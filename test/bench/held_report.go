@@ -141,10 +141,10 @@ func (r *Results) heldPage() *heldPage {
 			v.Name, at, v.RequestMillicores, conc, gomaxprocs))
 	}
 	hp.Table = &table{Head: []string{"CPU", "Creators", "Webhook", "Creates/s", "p50 (ms)", "p99 (ms)", "Refused", "Without graceguard's changes",
-		"Shed (429)", "/readyz failed", "Webhook CPU (cores)", "Throttled (s)"}, Right: seq(1, 11)}
+		"Shed (429)", "New connections", "/readyz failed", "Webhook CPU (cores)", "Throttled (s)"}, Right: seq(1, 12)}
 	for _, c := range h.Cells {
 		hp.Table.Add(h.cpuLabel(c.Millicores), fmt.Sprint(c.Creators), c.Variant, num(c.PodsPerSec), num(c.Latency.P50), num(c.Latency.P99),
-			fmt.Sprintf("%d of %d", c.Refused, c.Attempts), fmt.Sprint(c.Unmutated), fmt.Sprint(c.Shed),
+			fmt.Sprintf("%d of %d", c.Refused, c.Attempts), fmt.Sprint(c.Unmutated), fmt.Sprint(c.Shed), connections(c.Connections),
 			fmt.Sprintf("%d of %d", c.ReadyzFailed, c.ReadyzProbes), num(c.Cores), num(c.ThrottledSeconds))
 	}
 	if len(h.Creators) >= 2 {
@@ -161,6 +161,15 @@ func (r *Results) heldPage() *heldPage {
 		}
 	}
 	return hp
+}
+
+// connections shows a cell's new connections, "n/a" when its webhook
+// does not count them (a "before" older than the metric).
+func connections(n int) string {
+	if n < 0 {
+		return "n/a"
+	}
+	return fmt.Sprint(n)
 }
 
 // cpuLabel names a CPU setting in the table.

@@ -357,10 +357,13 @@ type HeldCell struct {
 	Latency    Percentile `json:"latencyMs"`
 	// Shed counts the reviews the webhook answered 429, Expired those
 	// whose deadline passed before they were decided, HandshakesAborted
-	// the TLS handshakes it cut off (its own metrics).
+	// the TLS handshakes it cut off, Connections the connections it
+	// accepted (its own metrics; the "before" variant may not count them:
+	// -1).
 	Shed              int `json:"shed"`
 	Expired           int `json:"expired"`
 	HandshakesAborted int `json:"handshakesAborted"`
+	Connections       int `json:"connections"`
 	// ReadyzProbes were made as the kubelet makes them (the chart's period
 	// and timeout); ReadyzFailed of them failed.
 	ReadyzProbes int `json:"readyzProbes"`
