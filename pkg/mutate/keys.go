@@ -24,12 +24,15 @@ const (
 // Pod annotations, set by app teams. The four budget keys, PreStop and the
 // probe keys also work on a Namespace, as defaults for its Pods.
 const (
-	AnnotationRoutingDelay  = "graceguard.io/routing-delay"
-	AnnotationMaxWork       = "graceguard.io/max-work"
-	AnnotationCleanup       = "graceguard.io/cleanup"
-	AnnotationSafetyMargin  = "graceguard.io/safety-margin"
-	AnnotationPreStop       = "graceguard.io/prestop"
-	AnnotationContainers    = "graceguard.io/containers"
+	AnnotationRoutingDelay = "graceguard.io/routing-delay"
+	AnnotationMaxWork      = "graceguard.io/max-work"
+	AnnotationCleanup      = "graceguard.io/cleanup"
+	AnnotationSafetyMargin = "graceguard.io/safety-margin"
+	AnnotationPreStop      = "graceguard.io/prestop"
+	AnnotationContainers   = "graceguard.io/containers"
+	// AnnotationSidecars names the Pod's containers that must outlive
+	// the app (sidecar.go).
+	AnnotationSidecars      = "graceguard.io/sidecars"
 	AnnotationReadinessPath = "graceguard.io/readiness-path"
 	AnnotationLivenessPath  = "graceguard.io/liveness-path"
 	AnnotationProbePort     = "graceguard.io/probe-port"

@@ -842,31 +842,36 @@ func (plan meshPlan) apply(t Target, r *Report) {
 // against the cap and the ceilings. It returns false, with r.Violations
 // set, when the target must not be mutated. Warnings are recorded only
 // with warn (Validate of a Pod leaves them to Mutate's response).
-func prepare(t Target, s Settings, r *Report, warn bool) (meshPlan, budget.Fit, bool) {
+func prepare(t Target, s Settings, r *Report, warn bool) (meshPlan, sidecarPlans, budget.Fit, bool) {
 	plan := planMesh(t, s, r.Budget)
-	r.Budget.Proxy = plan.term
+	sidecars := planSidecars(t, s, r.Budget)
+	// The mesh proxy and the sidecars all wait from deletion: the one
+	// that runs longest after the app sets the term.
+	r.Budget.Proxy = max(plan.term, sidecars.term())
 	r.Mesh, r.Profile, r.GraceFloor, r.Ceilings = plan.report, s.Profile, s.floor(), s.ceilings
+	r.Sidecars = sidecars.reports()
+	sv, sw := sidecars.findings()
 	if warn {
-		r.Warnings = append(r.Warnings, plan.warnings...)
+		r.Warnings = append(append(r.Warnings, plan.warnings...), sw...)
 	}
 	f := fitOf(r.Budget, s, r.Grace)
-	if len(plan.violations) > 0 {
-		r.Violations = append(r.Violations, plan.violations...)
-		return plan, f, false
+	if len(plan.violations) > 0 || len(sv) > 0 {
+		r.Violations = append(append(r.Violations, plan.violations...), sv...)
+		return plan, sidecars, f, false
 	}
 	if f.OverCap() {
 		r.Violations = append(r.Violations, overCap(t, f, s))
-		return plan, f, false
+		return plan, sidecars, f, false
 	}
 	w, v := ceilingFindings(t, f.Need, s.ceilings)
 	if len(v) > 0 {
 		r.Violations = append(r.Violations, v...)
-		return plan, f, false
+		return plan, sidecars, f, false
 	}
 	if warn {
 		r.Warnings = append(r.Warnings, w...)
 	}
-	return plan, f, true
+	return plan, sidecars, f, true
 }
 
 // skipProbes reports whether graceguard adds no probes to this Pod (an

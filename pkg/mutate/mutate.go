@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -92,7 +91,9 @@ type decision struct {
 	p       paths
 	targets []container
 	plan    meshPlan
-	fit     budget.Fit
+	// sidecars are the containers that must outlive the app (sidecar.go).
+	sidecars sidecarPlans
+	fit      budget.Fit
 	// ok is false when a finding (r.Violations) stops mutation.
 	ok bool
 }
@@ -115,13 +116,17 @@ func decide(t Target, s Settings, p paths, targets []container, r *Report, withA
 		r.warn(WarnMeshProxyNamed, p.pod.Key(AnnotationContainers), clip(strings.Join(s.Containers, ",")),
 			"%s: a mesh proxy, never treated as an app container", joinQuoted(proxies))
 	}
+	if proxies := slices.DeleteFunc(slices.Clone(s.Sidecars), func(n string) bool { return meshOf(n) == "" }); len(proxies) > 0 && withAdvice {
+		r.warn(WarnMeshProxyNamed, p.pod.Key(AnnotationSidecars), clip(strings.Join(s.Sidecars, ",")),
+			"%s: a mesh proxy, which outlives the app as its mesh needs; remove it", joinQuoted(proxies))
+	}
 	r.Budget, r.Hook = effectiveBudget(s, d.targets, warnTo)
 	r.Sources = maps.Clone(s.Sources)
 	if r.Budget.Routing > s.Budget.Routing {
 		r.Sources[budget.Routing] = FromHook
 	}
 	d.s = s
-	d.plan, d.fit, d.ok = prepare(t, s, r, withAdvice)
+	d.plan, d.sidecars, d.fit, d.ok = prepare(t, s, r, withAdvice)
 	return d
 }
 
@@ -137,10 +142,7 @@ func (s Settings) sleepFor(c container) *corev1.LifecycleHandler {
 	if s.PreStop == PreStopNone || seconds == 0 {
 		return nil
 	}
-	if s.PreStop == PreStopExec && !s.windowsSleep() {
-		return &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sleep", strconv.FormatInt(seconds, 10)}}}
-	}
-	return &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: seconds}}
+	return s.waitHandler(seconds)
 }
 
 // apply makes the decision's changes on its target and records each in r:
@@ -176,6 +178,7 @@ func (d decision) apply(r *Report) {
 	}
 
 	d.plan.apply(t, r)
+	d.sidecars.apply(r)
 	if !d.plan.skipProbes(d.p, r) {
 		addProbes(d.targets, s, d.p, r)
 	}
@@ -266,6 +269,16 @@ const MaxTreatedContainers = 32
 // every regular container. Names that match no treatable container make
 // one finding for the annotation, however many there are.
 func selectTargets(t Target, s Settings, p paths) ([]container, []Finding) {
+	targets, bad := selectApps(t, s, p)
+	for _, in := range sidecarIntegrations {
+		bad = append(bad, in.check(t, s, p)...)
+	}
+	return withoutSidecars(targets, s), bad
+}
+
+// selectApps picks the containers graceguard.io/containers names, or every
+// regular container; selectTargets leaves the sidecars out.
+func selectApps(t Target, s Settings, p paths) ([]container, []Finding) {
 	if s.Containers == nil {
 		// Counted before anything is built for them: a Pod of 10,000
 		// containers costs one finding (the reader's, when it did not read

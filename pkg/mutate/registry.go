@@ -164,6 +164,16 @@ var Keys = []Key{
 			Default: "every regular container",
 		},
 		set: setContainers},
+	// Container names are the Pod's own: no namespace default. No Proof:
+	// a Pod naming sidecars is left to the validating webhook, and the
+	// mutating floor (pkg/cel) leaves it to the mutating one.
+	{Name: AnnotationSidecars, Where: PodAnnotation, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
+		Doc: &KeyDoc{
+			Meaning: "comma-separated containers that must outlive the app (a database proxy, Vault Agent, an OpenTelemetry collector). A regular container named here is no app container: it gets a preStop sleep as long as the app's whole shutdown (routing + work + cleanup), so its SIGTERM comes after the app is done; a preStop of its own is kept and must last that long. A native sidecar (`restartPolicy: Always`) needs nothing: Kubernetes stops it after the app. See [Sidecars](#sidecars)",
+			Summary: "comma list of containers that must outlive the app: each gets a preStop sleep of the app's whole shutdown",
+			Default: "none",
+		},
+		set: setSidecars},
 	{Name: AnnotationReadinessPath, Where: podOrNamespace, Owner: ownerGraceguard, MaxLength: MaxAnnotationValueLength,
 		Doc: &KeyDoc{
 			Meaning: "HTTP path of a readiness probe to add where a treated container has none: `periodSeconds: 2`, `failureThreshold: 2`, `timeoutSeconds: 1`, so a draining app is withdrawn within about 4 s",

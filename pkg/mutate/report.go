@@ -38,6 +38,9 @@ const (
 	// the app (mesh.go).
 	ChangeProxyWait      Reason = "mesh-proxy-wait-added"
 	ChangeMeshAnnotation Reason = "mesh-annotation-added"
+	// ChangeSidecarWait makes a container graceguard.io/sidecars names
+	// outlive the app (sidecar.go).
+	ChangeSidecarWait Reason = "sidecar-wait-added"
 )
 
 // Advice that does not block admission.
@@ -78,9 +81,12 @@ const (
 	DenyNotMutated         Reason = "not-mutated"
 	DenyProxyExitsEarly    Reason = "mesh-proxy-exits-early"
 	DenyInvalidMeshSetting Reason = "invalid-mesh-setting"
-	DenyOverCeiling        Reason = "budget-over-platform-ceiling"
-	DenyTooManyContainers  Reason = "too-many-containers"
-	DenyTooLarge           Reason = "object-too-large"
+	// DenySidecarExitsEarly: a named sidecar's own preStop ends before the
+	// app's shutdown (sidecar.go).
+	DenySidecarExitsEarly Reason = "sidecar-exits-early"
+	DenyOverCeiling       Reason = "budget-over-platform-ceiling"
+	DenyTooManyContainers Reason = "too-many-containers"
+	DenyTooLarge          Reason = "object-too-large"
 	// DenyStopSignalKills: a container's lifecycle.stopSignal is one no
 	// process can catch (validate.go).
 	DenyStopSignalKills Reason = "stop-signal-kills"
@@ -93,12 +99,12 @@ const ReasonOK Reason = "ok"
 // AllReasons lists every reason, for docs and for bounding metric labels.
 var AllReasons = []Reason{
 	SkipNotOptedIn, SkipExcluded, SkipMirrorPod, SkipOptedOut, SkipNotApplicable,
-	ChangePreStop, ChangeGrace, ChangeReadiness, ChangeLiveness, ChangeBudget, ChangeTreated, ChangeProxyWait, ChangeMeshAnnotation,
+	ChangePreStop, ChangeGrace, ChangeReadiness, ChangeLiveness, ChangeBudget, ChangeTreated, ChangeProxyWait, ChangeMeshAnnotation, ChangeSidecarWait,
 	WarnShellForm, WarnLivenessIsReadiness, WarnNoReadiness, WarnHookUnknownLength, WarnNoProbePort, WarnWouldChange, WarnAutoWork,
 	WarnMeshProbes, WarnOverCeiling, WarnMeshSettingIgnored, WarnMeshProxyNamed, WarnZeroGraceRaised, WarnHookBinaryMissing, WarnWindowsSleepAction,
 	WarnUntreated,
 	DenyHookExceedsGrace, DenyBudgetExceedsGrace, DenyBudgetOverCap, DenyInvalidAnnotation, DenyInvalidNamespace, DenyNotMutated, DenyTooManyContainers, DenyTooLarge,
-	DenyProxyExitsEarly, DenyInvalidMeshSetting, DenyOverCeiling, DenyStopSignalKills,
+	DenyProxyExitsEarly, DenyInvalidMeshSetting, DenyOverCeiling, DenyStopSignalKills, DenySidecarExitsEarly,
 }
 
 // Change is one addition Mutate made.
@@ -266,6 +272,9 @@ type Report struct {
 	// Mesh is what graceguard found and decided about a mesh proxy (nil
 	// without a mesh). Its part of the budget is Budget.Proxy.
 	Mesh *MeshReport
+	// Sidecars says how each container graceguard.io/sidecars names stops
+	// (sidecar.go). What they run past the app is in Budget.Proxy too.
+	Sidecars []SidecarReport
 	// Ceilings are the platform ceilings configured (for the chart of
 	// `kubectl graceguard explain`); exceeding them is a warning or a
 	// violation.

@@ -183,7 +183,10 @@ type Settings struct {
 	PreStop PreStopHandler
 	// Containers names the containers to treat; nil means every regular
 	// container.
-	Containers    []string
+	Containers []string
+	// Sidecars names the containers that must outlive the app
+	// (graceguard.io/sidecars, sidecar.go); nil for none.
+	Sidecars      []string
 	ReadinessPath string
 	LivenessPath  string
 	// ProbePort is nil when the first declared port is to be used.

@@ -117,6 +117,7 @@ func validate(t Target, ns Namespace, opts Options) *Report {
 		r.Grace = work.grace()
 		checkHooks(work, r)
 		r.Budget, r.Hook, r.Mesh, r.Profile, r.GraceFloor, r.Ceilings = into.Budget, into.Hook, into.Mesh, into.Profile, into.GraceFloor, into.Ceilings
+		r.Sidecars = into.Sidecars
 		return r
 	}
 	// Over the cap or a denying ceiling: mutation refuses such a Pod, so a
@@ -146,6 +147,7 @@ func (d decision) checkMutated(r *Report) {
 		}
 	}
 	d.plan.checkMutated(d.s, r)
+	d.sidecars.checkMutated(d.s, r)
 }
 
 // checkHooks denies preStop hooks that cannot finish within the grace they

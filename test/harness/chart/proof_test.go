@@ -607,6 +607,7 @@ var fuzzAnnotations = []struct {
 	{mutate.AnnotationInject, []string{"", "", "", "false", "true", "no"}},
 	{mutate.AnnotationPreStop, []string{"", "", "sleep", "exec", "none", "wait"}},
 	{mutate.AnnotationContainers, []string{"", "", "", "c0", "ghost"}},
+	{mutate.AnnotationSidecars, []string{"", "", "", "", "c1", "sidecar", "c0,c1", "ghost", "c1,", "c1,c1"}},
 	{mutate.AnnotationLivenessPath, []string{"", "", "", "/healthz", "healthz", "/" + huge}},
 	{mutate.AnnotationReadinessPath, []string{"", "", "/readyz", "readyz", "/a b", "/" + strings.Repeat("r", 255), "/" + strings.Repeat("r", 256), "/" + huge}},
 	{mutate.AnnotationProbePort, []string{"", "", "8080", "http", "0", "99999", "--x", "065535", "65535", "a-b-c-d-e-f-g-h", huge}},
