@@ -38,6 +38,19 @@ type Timeline struct {
 	// HookCut is true when the hook itself outlasts the grace period and
 	// is cut short by the kubelet.
 	HookCut bool
+	// Sidecars are the containers that must outlive the app, each
+	// waiting from deletion until its SIGTERM (set by the caller).
+	Sidecars []Sidecar
+	// ProxyIsSidecar: the Proxy term is a sidecar's wait past the app, not
+	// a mesh proxy's; its SIGTERM event marks its end.
+	ProxyIsSidecar bool
+}
+
+// Sidecar is a container that waits Wait, from deletion, before its
+// SIGTERM, so that it serves the app to the end.
+type Sidecar struct {
+	Name string
+	Wait time.Duration
 }
 
 // NewTimeline models a deletion with the kubelet's rules: the hook runs
@@ -104,8 +117,11 @@ func (t Timeline) Events() []Event {
 	ev = append(ev, Event{t.SIGTERM, "SIGTERM"})
 	ev = append(ev, Event{t.Drained, "admitted work done"})
 	ev = append(ev, Event{t.Exited, "cleanup done, exit"})
-	if t.ProxyExited > t.Exited {
+	if t.ProxyExited > t.Exited && !t.ProxyIsSidecar {
 		ev = append(ev, Event{t.ProxyExited, "mesh proxy exits"})
+	}
+	for _, sc := range t.Sidecars {
+		ev = append(ev, Event{sc.Wait, "SIGTERM to sidecar " + sc.Name})
 	}
 	ev = append(ev, Event{t.Deadline, "SIGKILL deadline"})
 	slices.SortStableFunc(ev, func(a, b Event) int { return cmp.Compare(a.At, b.At) })

@@ -136,7 +136,14 @@ func phases(tl budget.Timeline, span time.Duration) []row {
 		row{name: "cleanup", length: b.Cleanup, from: tl.Drained, to: tl.Exited},
 	)
 	if tl.ProxyExited > tl.Exited {
-		rows = append(rows, row{name: "proxy", length: tl.ProxyExited - tl.Exited, from: tl.Exited, to: tl.ProxyExited, note: "mesh proxy"})
+		note := "mesh proxy"
+		if tl.ProxyIsSidecar {
+			note = "sidecar, past the app"
+		}
+		rows = append(rows, row{name: "proxy", length: tl.ProxyExited - tl.Exited, from: tl.Exited, to: tl.ProxyExited, note: note})
+	}
+	for _, sc := range tl.Sidecars {
+		rows = append(rows, row{name: "sidecar", length: sc.Wait, from: 0, to: min(sc.Wait, span), note: sc.Name + " waits, then SIGTERM"})
 	}
 	killed := false
 	for i := range rows {
@@ -279,6 +286,9 @@ func verdict(tl budget.Timeline) string {
 
 // exits names what exits last: the process, or its mesh proxy after it.
 func exits(tl budget.Timeline) string {
+	if tl.ProxyExited > tl.Exited && tl.ProxyIsSidecar {
+		return "process exits at " + budget.Format(tl.Exited) + " and its last sidecar gets SIGTERM"
+	}
 	if tl.ProxyExited > tl.Exited {
 		return "process exits at " + budget.Format(tl.Exited) + " and its mesh proxy"
 	}

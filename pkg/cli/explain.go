@@ -130,10 +130,12 @@ func explain(p *printer, o object) {
 			}
 			p.line("%s", title)
 			tl := budget.NewTimeline(m.Budget, g.charted(m), m.Grace)
+			tl.Sidecars = timelineSidecars(m)
+			tl.ProxyIsSidecar = m.Mesh == nil && len(tl.Sidecars) > 0
 			for _, l := range chart(tl, m.Ceilings) {
 				p.line("    %s", l)
 			}
-			for _, l := range events(tl, g.sigterm(len(groups) > 1)) {
+			for _, l := range events(tl, g.sigterm(len(groups) > 1 || len(tl.Sidecars) > 0)) {
 				p.line("    %s", l)
 			}
 			v := verdict(tl)
@@ -258,6 +260,9 @@ func writeBudget(p *printer, o object) {
 			why = "no app container; the proxy's wait is above"
 		}
 		lines = append(lines, line{"preStop", "none", why})
+	}
+	for _, sc := range m.Sidecars {
+		lines = append(lines, line{"sidecar", sidecarValue(sc), sidecarNote(sc, m.Applied)})
 	}
 	for _, c := range m.Ceilings {
 		verdict := "holds the budget"
@@ -456,6 +461,9 @@ func basisWord(b string) string {
 func proxyNote(m *mutate.Report) []string {
 	mr := m.Mesh
 	if mr == nil {
+		if len(m.Sidecars) > 0 {
+			return []string{"what a sidecar's own preStop runs past the app (see sidecar below)"}
+		}
 		return []string{""}
 	}
 	who := string(mr.Mesh) + " proxy (to be injected)"
@@ -497,4 +505,45 @@ func assumptions(o object, g stopGroup) string {
 			budget.Format(m.Budget.Work), flags.DefaultFlag(budget.Work), m.GraceBefore, mutate.KeyFor(budget.Work)))
 	}
 	return strings.Join(out, " ")
+}
+
+// timelineSidecars are the sidecars the chart draws: the regular
+// containers graceguard.io/sidecars names, each waiting from deletion (a
+// native sidecar is stopped after the app, with no wait of its own).
+func timelineSidecars(m *mutate.Report) []budget.Sidecar {
+	var out []budget.Sidecar
+	for _, sc := range m.Sidecars {
+		if !sc.Native && sc.Wait > 0 {
+			out = append(out, budget.Sidecar{Name: sc.Name, Wait: sc.Wait})
+		}
+	}
+	return out
+}
+
+func sidecarValue(sc mutate.SidecarReport) string {
+	switch {
+	case sc.Native || sc.Wait == 0:
+		return "-"
+	case !sc.WaitKnown:
+		return "?"
+	}
+	return budget.Format(sc.Wait)
+}
+
+// sidecarNote says how a sidecar stops and who wrote its wait.
+func sidecarNote(sc mutate.SidecarReport, applied bool) string {
+	who := sc.Name + " (" + sc.Key + "): "
+	switch {
+	case sc.Native || sc.Wait == 0:
+		return who + sc.Why
+	case sc.Added && applied:
+		return who + fmt.Sprintf("graceguard adds %s; SIGTERM after the app is done at %ds", sc.Desc, sc.NeedWait)
+	case sc.Added:
+		return who + fmt.Sprintf("enforce would add %s; SIGTERM after the app is done at %ds", sc.Desc, sc.NeedWait)
+	case !sc.WaitKnown:
+		return who + fmt.Sprintf("its own preStop (%s), unknown length; it must outlast the app's %ds", sc.Desc, sc.NeedWait)
+	case sc.Wait < time.Duration(sc.NeedWait)*time.Second:
+		return who + fmt.Sprintf("its own preStop (%s) ends before the app is done at %ds (see denied)", sc.Desc, sc.NeedWait)
+	}
+	return who + fmt.Sprintf("its own preStop (%s), already in the spec; SIGTERM after the app is done at %ds", sc.Desc, sc.NeedWait)
 }

@@ -57,6 +57,10 @@ func FuzzMutate(f *testing.F) {
 			}
 			pod.Spec.Containers = append(pod.Spec.Containers, c)
 		}
+		if n := len(pod.Spec.Containers); namedPorts && n >= 2 {
+			// The last container is a sidecar the app needs to the end.
+			pod.Annotations[mutate.AnnotationSidecars] = pod.Spec.Containers[n-1].Name
+		}
 		raw, err := json.Marshal(pod)
 		if err != nil {
 			t.Fatal(err)
