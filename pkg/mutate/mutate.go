@@ -201,6 +201,7 @@ func (d decision) apply(r *Report) {
 	}
 
 	advise(d.targets, s.ReadinessPath != "", r)
+	d.sidecars.advise(r)
 
 	if note := r.Budget.Annotation(r.Grace); t.Meta.Annotations[AnnotationBudget] != note {
 		r.Changes = append(r.Changes, Change{Reason: ChangeBudget, Path: t.MetaPath.Child("annotations").Key(AnnotationBudget), Summary: note,

@@ -145,6 +145,17 @@ func (ps sidecarPlans) apply(r *Report) {
 	}
 }
 
+// advise warns where a sidecar's exec hook, graceguard's or its own,
+// runs a binary its image may lack (distroless proxies have no sleep:
+// cloud-sql-proxy#1333), as for app containers.
+func (ps sidecarPlans) advise(r *Report) {
+	for _, p := range ps {
+		if !p.report.Native {
+			adviseHookBinary(p.c, p.addHook != nil, r)
+		}
+	}
+}
+
 // checkMutated denies, in enforce mode, a sidecar still without
 // graceguard's wait: the mutating webhook did not run (an outage under
 // Ignore); the controller retries and the retry is mutated.
