@@ -321,6 +321,13 @@ func (namedSidecars) plan(c container, app appShutdown, s Settings) sidecarPlan 
 		}
 	}
 	p.term = max(sr.Wait-app.end, 0)
+	if sr.Wait > 0 && app.b.Margin == 0 {
+		// The margin is the sidecar's time to exit after its SIGTERM.
+		// Without one the grace would end with the wait, and a hook as
+		// long as its grace is killed (prestop-exceeds-grace): the least
+		// whole second is counted for the exit.
+		p.term += time.Second
+	}
 	return p
 }
 

@@ -155,3 +155,21 @@ func TestNativeSidecarGetsNothing(t *testing.T) {
 		t.Errorf("changes %v", r.Changes)
 	}
 }
+
+// With no safety margin the grace would end with the sidecar's wait, and
+// the kubelet kills a hook as long as its grace: graceguard counts one
+// second for the sidecar's exit, so the Pod it leaves is admitted.
+func TestSidecarWithoutMarginStillExits(t *testing.T) {
+	pod := sidecarPod(map[string]string{mutate.AnnotationSafetyMargin: "0"}, nil)
+	short := int64(10)
+	pod.Spec.TerminationGracePeriodSeconds = &short
+	r := mutate.Mutate(mutate.ForPod(pod), sidecarNS, mutate.DefaultOptions())
+	wait := secondsOf(pod.Spec.Containers[1].Lifecycle.PreStop)
+	grace := time.Duration(*pod.Spec.TerminationGracePeriodSeconds) * time.Second
+	if wait != 27*time.Second || grace <= wait {
+		t.Fatalf("sidecar waits %v in grace %v, want 27s in more (%v)", wait, grace, r.Changes)
+	}
+	if v := mutate.Validate(mutate.ForPod(pod), sidecarNS, mutate.DefaultOptions()); v.Err() != nil {
+		t.Errorf("the mutated Pod is denied: %v", v.Err())
+	}
+}
