@@ -719,7 +719,7 @@ func (plan *meshPlan) planLinkerd(t Target, m meshSettings, b budget.Budget, inj
 					exitsEarly(need, b, fmt.Sprintf("raise it to %d or remove it (graceguard sets it)", need)))})
 			}
 		}
-		plan.term = saturatingAdd(max(mr.Wait-app, 0), shutdown)
+		plan.term = classicTerm(mr.Wait, app, shutdown, b)
 		return
 	}
 	c := plan.proxy.c
@@ -748,7 +748,21 @@ func (plan *meshPlan) planLinkerd(t Target, m meshSettings, b budget.Budget, inj
 		mr.Wait = secs(n)
 		plan.addHook = &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{linkerdSleep, strconv.FormatInt(n, 10)}}}
 	}
-	plan.term = saturatingAdd(max(mr.Wait-app, 0), shutdown)
+	plan.term = classicTerm(mr.Wait, app, shutdown, b)
+}
+
+// classicTerm is the budget's proxy term for a proxy that waits wait
+// before its SIGTERM, then runs shutdown: what it runs past the app's
+// shutdown app. Without a margin and an exit counted, the grace would end
+// with the wait, and a hook as long as its grace is killed
+// (prestop-exceeds-grace): graceguard refused the Pod it had just made.
+// The least whole second is counted for the exit, as for a named sidecar.
+func classicTerm(wait, app, shutdown time.Duration, b budget.Budget) time.Duration {
+	t := saturatingAdd(max(wait-app, 0), shutdown)
+	if wait > 0 && shutdown == 0 && b.Margin == 0 {
+		t += time.Second
+	}
+	return t
 }
 
 // linkerdExit is how long linkerd-proxy runs after its SIGTERM, as the
