@@ -60,8 +60,9 @@ var (
 )
 
 // PodTemplateChanged is true for a CREATE and for an UPDATE of a workload
-// whose Pod template (a CronJob's job template's) changed.
-const PodTemplateChanged = "request.operation != 'UPDATE' || (has(object.spec.jobTemplate) ? object.spec.jobTemplate.spec.template != oldObject.spec.jobTemplate.spec.template : object.spec.template != oldObject.spec.template)"
+// whose Pod template (a CronJob's job template's) changed. A Rollout with
+// spec.workloadRef has no template: the optional reads never err on it.
+const PodTemplateChanged = "request.operation != 'UPDATE' || (has(object.spec.jobTemplate) ? object.spec.jobTemplate.spec.template != oldObject.spec.jobTemplate.spec.template : object.?spec.?template != oldObject.?spec.?template)"
 
 // variablesYAML writes variables as a YAML list, each expression a block
 // scalar.

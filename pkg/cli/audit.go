@@ -53,16 +53,16 @@ func auditCommand(connect connector, now func() time.Time) *cobra.Command {
 		Long: `Run graceguard's decisions on every workload and running Pod of a live cluster.
 
 audit reads, through your kubeconfig, the Deployments, StatefulSets,
-DaemonSets, ReplicaSets, Jobs, CronJobs, ReplicationControllers and the Pods
-that are not finished in one namespace (-n, default: the context's) or in all
+DaemonSets, ReplicaSets, Jobs, CronJobs, ReplicationControllers, Argo
+Rollouts' Rollouts (where the cluster serves them) and the Pods that are not finished in one namespace (-n, default: the context's) or in all
 (-A), and says for each what graceguard would change, warn about or deny if
 it were created now. Namespaces that are not opted in yet are evaluated as if
 they were (label ` + mutate.LabelInject + `=` + mutate.LabelInjectEnabled + `): what would change if you
 enabled graceguard there. Each namespace's own mode label and annotations
 apply; --mode and --namespace-annotations go over them. Namespaces excluded
 by --excluded-namespaces (kube-system) are skipped, as the webhook skips
-them. A ReplicaSet or Job whose controller is a Deployment or CronJob is
-skipped: its owner is audited.
+them. A ReplicaSet or Job whose controller is a Deployment, CronJob or
+Rollout is skipped: its owner is audited.
 
 With -o openreports or -o policyreport it prints, as YAML to kubectl apply,
 one openreports.io/v1alpha1 Report or wgpolicyk8s.io/v1alpha2 PolicyReport
@@ -139,8 +139,11 @@ func audit(cmd *cobra.Command, dyn dynamic.Interface, kube *genericclioptions.Co
 	var docs []manifest.Document
 	var owned []object
 	kinds := make([]schema.GroupVersionResource, 0, len(mutate.Workloads)+1)
+	optional := map[schema.GroupVersionResource]bool{}
 	for _, w := range mutate.Workloads {
-		kinds = append(kinds, schema.GroupVersionResource{Group: w.Group, Version: w.Version, Resource: w.Resource})
+		gvr := schema.GroupVersionResource{Group: w.Group, Version: w.Version, Resource: w.Resource}
+		kinds = append(kinds, gvr)
+		optional[gvr] = w.Optional
 	}
 	kinds = append(kinds, corev1.SchemeGroupVersion.WithResource("pods"))
 	for _, gvr := range kinds {
@@ -151,7 +154,11 @@ func audit(cmd *cobra.Command, dyn dynamic.Interface, kube *genericclioptions.Co
 		}
 		list, err := dyn.Resource(gvr).Namespace(ns).List(ctx, opts)
 		if apierrors.IsNotFound(err) {
-			continue // a kind this cluster does not serve
+			continue // a kind this cluster does not serve (Rollouts without Argo's CRD)
+		}
+		if optional[gvr] && apierrors.IsForbidden(err) {
+			fmt.Fprintf(cmd.ErrOrStderr(), "note: not allowed to list %s; audited without them\n", resourceName(gvr, ns))
+			continue
 		}
 		if err != nil {
 			return nil, "", runtimeError{fmt.Errorf("listing %s: %w", resourceName(gvr, ns), err)}

@@ -233,7 +233,7 @@ func skipReason(r mutate.Reason, o object) string {
 		return fmt.Sprintf("mirror pod of a static pod, which the API server cannot change [%s]", r)
 	case mutate.SkipOptedOut:
 		return fmt.Sprintf(`opted out with %s: "false" [%s]`, mutate.AnnotationInject, r)
-	case manifest.SkipNoTemplate:
+	case manifest.SkipNoTemplate, manifest.SkipWorkloadRef:
 		return fmt.Sprintf("%s [%s]", o.res.SkipDetail, r)
 	}
 	return string(r)

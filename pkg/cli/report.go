@@ -164,7 +164,7 @@ func (t *tally) add(o object) {
 
 // skipOrder is the order skip reasons are summed up in.
 var skipOrder = []mutate.Reason{
-	skipNotObject, manifest.SkipNotWorkload, skipOwned, manifest.SkipNoTemplate, mutate.SkipNotOptedIn, mutate.SkipExcluded, mutate.SkipMirrorPod,
+	skipNotObject, manifest.SkipNotWorkload, skipOwned, manifest.SkipNoTemplate, manifest.SkipWorkloadRef, mutate.SkipNotOptedIn, mutate.SkipExcluded, mutate.SkipMirrorPod,
 }
 
 // skipSummary says in a line why objects were skipped, and how to evaluate
@@ -194,6 +194,8 @@ func (t tally) skipSummary(hint string) string {
 			parts = append(parts, fmt.Sprintf("%d not a Pod or workload", n))
 		case manifest.SkipNoTemplate:
 			parts = append(parts, fmt.Sprintf("%d without a Pod template", n))
+		case manifest.SkipWorkloadRef:
+			parts = append(parts, fmt.Sprintf("%d Rollouts using another object's template (spec.workloadRef)", n))
 		case mutate.SkipNotOptedIn:
 			s := fmt.Sprintf("%d in %s not opted in", n, pluralWord(len(t.notOptedIn), "namespace")+" "+strings.Join(t.notOptedIn, ", "))
 			if hint != "" {

@@ -93,7 +93,7 @@ from a shutdown budget:
 
 mutate, check and explain run the webhook's own code on Pods and on the Pod
 templates of Deployments, StatefulSets, DaemonSets, ReplicaSets, Jobs,
-CronJobs and ReplicationControllers (older apps/v1beta*, extensions/v1beta1
+CronJobs, ReplicationControllers and Argo Rollouts' Rollouts (older apps/v1beta*, extensions/v1beta1
 and batch/v1beta1 versions too), read from YAML or JSON files, directories,
 http(s) URLs or stdin. Objects are evaluated in a simulated namespace that is
 opted in (shape it with -n, --mode and --namespace-annotations), unless the

@@ -36,6 +36,10 @@ const (
 	// containers: a kustomize patch or another partial object, which the
 	// API server would refuse as it is.
 	SkipNoTemplate mutate.Reason = "no-pod-template"
+	// SkipWorkloadRef: an Argo Rollouts Rollout with spec.workloadRef. It
+	// has no template of its own; its Pods use the referenced Deployment's,
+	// which is evaluated as that Deployment.
+	SkipWorkloadRef mutate.Reason = "workload-ref"
 )
 
 // Document is one object read from a stream.
@@ -172,6 +176,11 @@ type Result struct {
 // the document does not decode as its kind.
 func Process(d Document, ns mutate.Namespace, opts mutate.Options) (Result, error) {
 	res := Result{Doc: d, Object: d.Raw}
+	if ref := WorkloadRef(d); ref != "" {
+		res.Skip = SkipWorkloadRef
+		res.SkipDetail = fmt.Sprintf("its Pods use the Pod template of %s (spec.workloadRef), evaluated as that object", ref)
+		return res, nil
+	}
 	if detail := missingTemplate(d); detail != "" {
 		res.Skip, res.SkipDetail = SkipNoTemplate, detail
 		return res, nil
@@ -200,6 +209,24 @@ func Process(d Document, ns mutate.Namespace, opts mutate.Options) (Result, erro
 	}
 	res.Validation = mutate.ValidateMutated(vt, ns, opts)
 	return res, nil
+}
+
+// WorkloadRef returns the object an Argo Rollouts Rollout takes its Pod
+// template from ("Deployment web"), or "" when d is no Rollout with
+// spec.workloadRef and no template of its own.
+func WorkloadRef(d Document) string {
+	if d.Kind != "Rollout" {
+		return ""
+	}
+	var r mutate.Rollout
+	if json.Unmarshal(d.Raw, &r) != nil || r.Spec.WorkloadRef == nil || r.Spec.Template != nil {
+		return ""
+	}
+	kind := r.Spec.WorkloadRef.Kind
+	if kind == "" {
+		kind = "Deployment"
+	}
+	return kind + " " + r.Spec.WorkloadRef.Name
 }
 
 // missingTemplate says what a Pod or workload lacks to be evaluated, or "".

@@ -69,6 +69,9 @@ const (
 	// WarnUntreated: the validating webhook admitted a Pod graceguard's
 	// mutating webhook did not treat (Options.Untreated is UntreatedAdmit).
 	WarnUntreated Reason = "admitted-untreated"
+	// WarnScaleDownEarly: an Argo Rollouts scaleDownDelaySeconds shorter
+	// than the routing term of the Pods it scales down (rollout.go).
+	WarnScaleDownEarly Reason = "scale-down-before-routing"
 )
 
 // Why an object is denied (or, in warn mode, would be).
@@ -102,7 +105,7 @@ var AllReasons = []Reason{
 	ChangePreStop, ChangeGrace, ChangeReadiness, ChangeLiveness, ChangeBudget, ChangeTreated, ChangeProxyWait, ChangeMeshAnnotation, ChangeSidecarWait,
 	WarnShellForm, WarnLivenessIsReadiness, WarnNoReadiness, WarnHookUnknownLength, WarnNoProbePort, WarnWouldChange, WarnAutoWork,
 	WarnMeshProbes, WarnOverCeiling, WarnMeshSettingIgnored, WarnMeshProxyNamed, WarnZeroGraceRaised, WarnHookBinaryMissing, WarnWindowsSleepAction,
-	WarnUntreated,
+	WarnUntreated, WarnScaleDownEarly,
 	DenyHookExceedsGrace, DenyBudgetExceedsGrace, DenyBudgetOverCap, DenyInvalidAnnotation, DenyInvalidNamespace, DenyNotMutated, DenyTooManyContainers, DenyTooLarge,
 	DenyProxyExitsEarly, DenyInvalidMeshSetting, DenyOverCeiling, DenyStopSignalKills, DenySidecarExitsEarly,
 }

@@ -30,6 +30,10 @@ type Target struct {
 	// Unread are the parts of the object its reader counted but did not
 	// read (the webhook's decoder bounds what it keeps); each is a finding.
 	Unread []Unread
+	// ScaleDown are the delays before a rollout tool scales down the Pods
+	// of this template it moved traffic away from (a Rollout's strategy);
+	// each must cover the Pods' routing term (WarnScaleDownEarly).
+	ScaleDown []ScaleDownDelay
 }
 
 // Unread is a part of an object the webhook's decoder did not read: a list

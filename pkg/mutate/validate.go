@@ -32,6 +32,9 @@ func Validate(t Target, ns Namespace, opts Options) *Report {
 		// Mutation never changes a stop signal: Pods and templates, in
 		// enforce and warn mode, are checked as they are.
 		checkStopSignals(t, r)
+		if !r.Denied() {
+			checkScaleDown(t, r)
+		}
 	}
 	return r
 }

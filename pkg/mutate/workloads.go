@@ -28,6 +28,10 @@ type WorkloadKind struct {
 	// the validating webhook is registered for Group/Version.
 	Version  string
 	Reviewed bool
+	// Optional marks a custom resource's kind (Argo Rollouts' Rollout):
+	// the chart registers the validating webhook for it only where the
+	// API server serves it, and audit skips it where it does not.
+	Optional bool
 	// Legacy are older versions people still have in git. The API server
 	// no longer serves them, so only the plugin reads them; their Pod
 	// template has the served version's shape.
@@ -37,6 +41,9 @@ type WorkloadKind struct {
 	// the object has none).
 	newObject func() runtime.Object
 	template  func(runtime.Object) (*metav1.ObjectMeta, *corev1.PodTemplateSpec)
+	// scaleDown returns the object's scale-down delays (Target.ScaleDown);
+	// nil for kinds without any.
+	scaleDown func(runtime.Object) []ScaleDownDelay
 }
 
 // LegacyVersion is an API version of a workload kind that is no longer served.
@@ -100,6 +107,16 @@ var Workloads = []WorkloadKind{
 			c := o.(*batchv1.CronJob)
 			return &c.ObjectMeta, &c.Spec.JobTemplate.Spec.Template
 		}},
+	// Argo Rollouts: a custom resource, reviewed where its API is served
+	// (Optional). A Rollout with spec.workloadRef has no template of its
+	// own: its Pods use the referenced Deployment's.
+	{Group: "argoproj.io", Kind: "Rollout", TemplatePath: specTemplate, Resource: "rollouts", Version: "v1alpha1", Reviewed: true, Optional: true,
+		newObject: func() runtime.Object { return &Rollout{} },
+		template: func(o runtime.Object) (*metav1.ObjectMeta, *corev1.PodTemplateSpec) {
+			r := o.(*Rollout)
+			return &r.ObjectMeta, r.Spec.Template
+		},
+		scaleDown: func(o runtime.Object) []ScaleDownDelay { return o.(*Rollout).Spec.Strategy.ScaleDownDelays() }},
 	// The validating webhook is not registered for ReplicationControllers
 	// (their Pods still meet the Pod webhooks); the plugin checks their
 	// templates.
@@ -189,7 +206,11 @@ func ForWorkload(obj runtime.Object) (Target, error) {
 		if tpl == nil {
 			return Target{}, fmt.Errorf("%s %s has no Pod template (%s)", w.Kind, meta.Name, strings.Join(w.TemplatePath, "."))
 		}
-		return ForTemplate(w.Kind, meta.Namespace, meta.Name, tpl)
+		t, err := ForTemplate(w.Kind, meta.Namespace, meta.Name, tpl)
+		if err == nil && w.scaleDown != nil {
+			t.ScaleDown = w.scaleDown(obj)
+		}
+		return t, err
 	}
 	return Target{}, fmt.Errorf("unsupported kind %T: want one of %v", obj, WorkloadKinds)
 }

@@ -293,8 +293,10 @@ func (r *reporter) sweepNamespace(ctx context.Context, name string) error {
 			}
 			return r.apply(ctx, rep)
 		})
-		if apierrors.IsNotFound(err) {
-			continue // a kind the API server does not serve
+		if apierrors.IsNotFound(err) || (w.Optional && apierrors.IsForbidden(err)) {
+			// A kind the API server does not serve, or a custom resource
+			// the chart did not grant (webhooks.validateWorkloads.argoRollouts).
+			continue
 		}
 		if err != nil {
 			return fmt.Errorf("listing %s: %w", w.Resource, err)

@@ -726,6 +726,9 @@ func (r *jsonReader) probe() (*corev1.Probe, error) {
 type leanWorkload struct {
 	target mutate.Target
 	raw    []byte
+	// noTemplate: the object has no Pod template (a Rollout with
+	// spec.workloadRef, whose Pods use a Deployment's).
+	noTemplate bool
 }
 
 // decodeAdmissionWorkload reads what graceguard decides on of a workload of
@@ -741,16 +744,32 @@ func decodeAdmissionWorkload(w mutate.WorkloadKind, raw []byte, m *meter) (leanW
 	var apiVersion, kind string
 	var start, end int64
 	var found bool
+	readTemplate := func() error {
+		// A repeated name: the last template is the template.
+		*tpl, found = corev1.PodTemplateSpec{}, true
+		start = r.dec.InputOffset()
+		err := r.template(tpl)
+		end = r.dec.InputOffset()
+		return err
+	}
+	var strategy mutate.RolloutStrategy
+	rollout := w.Kind == "Rollout"
 	_, err := r.object(func(name []byte) error {
-		if string(name) == w.TemplatePath[0] {
-			return r.path2(w.TemplatePath[1:], func() error {
-				// A repeated name: the last template is the template.
-				*tpl, found = corev1.PodTemplateSpec{}, true
-				start = r.dec.InputOffset()
-				err := r.template(tpl)
-				end = r.dec.InputOffset()
-				return err
+		if rollout && string(name) == "spec" {
+			// A Rollout's spec: its template and its strategy's delays.
+			_, err := r.object(func(name []byte) error {
+				switch string(name) {
+				case "template":
+					return readTemplate()
+				case "strategy":
+					return r.rolloutStrategy(&strategy)
+				}
+				return r.skip()
 			})
+			return err
+		}
+		if string(name) == w.TemplatePath[0] {
+			return r.path2(w.TemplatePath[1:], readTemplate)
 		}
 		var err error
 		switch string(name) {
@@ -768,7 +787,7 @@ func decodeAdmissionWorkload(w mutate.WorkloadKind, raw []byte, m *meter) (leanW
 	if err := r.finish(err); err != nil {
 		return leanWorkload{}, err
 	}
-	gv := w.Group + "/v1"
+	gv := w.GroupVersion()
 	if (apiVersion != "" && apiVersion != gv) || (kind != "" && kind != w.Kind) {
 		return leanWorkload{}, fmt.Errorf("the object is %s %s, not %s %s", clipString(apiVersion), clipString(kind), gv, w.Kind)
 	}
@@ -777,12 +796,77 @@ func decodeAdmissionWorkload(w mutate.WorkloadKind, raw []byte, m *meter) (leanW
 		return leanWorkload{}, err
 	}
 	t.Unread = r.unreadOf()
+	t.ScaleDown = strategy.ScaleDownDelays()
 	var tplRaw []byte
 	if found {
 		// start is just after the name's colon: before any space.
 		tplRaw = bytes.TrimLeft(raw[start:end], " \t\r\n")
 	}
-	return leanWorkload{target: t, raw: tplRaw}, nil
+	return leanWorkload{target: t, raw: tplRaw, noTemplate: !found}, nil
+}
+
+// rolloutStrategy reads what graceguard holds to the routing term of an
+// Argo Rollouts strategy: the scale-down delays, and whether a canary
+// routes traffic. A repeated name merges into what was read, as
+// encoding/json does.
+func (r *jsonReader) rolloutStrategy(s *mutate.RolloutStrategy) error {
+	delay := func(p **int32) error {
+		n, err := r.int64()
+		if err != nil || n == nil {
+			*p = nil
+			return err
+		}
+		if int64(int32(*n)) != *n {
+			return r.fail("want a 32-bit integer, got %d", *n)
+		}
+		v := int32(*n)
+		*p = &v
+		return nil
+	}
+	_, err := r.object(func(name []byte) error {
+		switch string(name) {
+		case "blueGreen":
+			bg := s.BlueGreen
+			if bg == nil {
+				bg = &mutate.RolloutBlueGreen{}
+			}
+			present, err := r.object(func(name []byte) error {
+				if string(name) == "scaleDownDelaySeconds" {
+					return delay(&bg.ScaleDownDelaySeconds)
+				}
+				return r.skip()
+			})
+			s.BlueGreen = nil
+			if present {
+				s.BlueGreen = bg
+			}
+			return err
+		case "canary":
+			c := s.Canary
+			if c == nil {
+				c = &mutate.RolloutCanary{}
+			}
+			present, err := r.object(func(name []byte) error {
+				switch string(name) {
+				case "scaleDownDelaySeconds":
+					return delay(&c.ScaleDownDelaySeconds)
+				case "trafficRouting":
+					c.TrafficRouting = nil
+					if r.dec.PeekKind() != 'n' {
+						c.TrafficRouting = []byte("{}")
+					}
+				}
+				return r.skip()
+			})
+			s.Canary = nil
+			if present {
+				s.Canary = c
+			}
+			return err
+		}
+		return r.skip()
+	})
+	return err
 }
 
 // path2 walks down the members named by path and calls at with the value

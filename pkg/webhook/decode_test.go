@@ -330,9 +330,12 @@ func FuzzWorkloadReaderReadsLikeThePodReader(f *testing.F) {
 		`{"metadata":{"name":"web"},"spec":{"template":{"metadata":{"labels":{"sidecar.istio.io/inject":"true","app":"web"},"annotations":{"graceguard.io/max-work":"30s"}},"spec":{"containers":[{"name":"app","ports":[{"containerPort":8080}]}]}}}}`,
 		`{"spec":{"template":{"metadata":{"labels":{"istio.io/rev":"canary"}},"spec":{"initContainers":[{"name":"istio-proxy","restartPolicy":"Always"}],"containers":[{"name":"app"}]}}}}`,
 		`{"spec":{"jobTemplate":{"spec":{"template":{"metadata":{"labels":{"sidecar.istio.io/inject":"false"}},"spec":{"containers":[{"name":"c","lifecycle":{"preStop":{"sleep":{"seconds":5}}}}]}}}}}}`,
+		`{"spec":{"strategy":{"canary":{"scaleDownDelaySeconds":5,"trafficRouting":{"nginx":{}}},"blueGreen":{"scaleDownDelaySeconds":null}},"template":{"spec":{"containers":[{"name":"app"}]}}}}`,
+		`{"spec":{"strategy":{"canary":{"trafficRouting":null},"blueGreen":{}},"strategy":{"blueGreen":{"scaleDownDelaySeconds":3}},"template":{"spec":{"containers":[{"name":"app"}]}}}}`,
 	} {
 		f.Add([]byte(seed), uint8(0))
 		f.Add([]byte(seed), uint8(5))
+		f.Add([]byte(seed), uint8(6)) // Rollout
 	}
 	f.Fuzz(func(t *testing.T, raw []byte, pick uint8) {
 		w := mutate.Workloads[int(pick)%len(mutate.Workloads)]
@@ -374,6 +377,9 @@ func FuzzWorkloadReaderReadsLikeThePodReader(f *testing.F) {
 		}
 		if !reflect.DeepEqual(*got.Spec, asPod.Spec) {
 			t.Fatalf("%s %q: the template's spec is read differently from a Pod's", w.Kind, sent)
+		}
+		if !reflect.DeepEqual(got.ScaleDown, typed.ScaleDown) {
+			t.Fatalf("%s %q: scale-down delays read as %+v, want %+v", w.Kind, sent, got.ScaleDown, typed.ScaleDown)
 		}
 		if full := (&corev1.Pod{ObjectMeta: *typed.Meta, Spec: *typed.Spec}); withinBounds(full) {
 			if want := project(full); !reflect.DeepEqual(got.Meta.Labels, want.Labels) || !reflect.DeepEqual(*got.Spec, want.Spec) {

@@ -25,7 +25,8 @@ const (
 	// PathValidatePod: Pods, CREATE, validating.
 	PathValidatePod = "/validate-v1-pod"
 	// PathValidateWorkloads: Deployments, StatefulSets, DaemonSets,
-	// ReplicaSets, Jobs and CronJobs, CREATE and UPDATE, validating.
+	// ReplicaSets, Jobs and CronJobs, and Argo Rollouts' Rollouts where the
+	// chart registers them, CREATE and UPDATE, validating.
 	PathValidateWorkloads = "/validate-workloads"
 )
 

@@ -16,7 +16,8 @@ import (
 
 // WorkloadValidator is the validating webhook for the Pod templates of the
 // kinds mutate.Workloads marks Reviewed: Deployments, StatefulSets,
-// DaemonSets, ReplicaSets, Jobs and CronJobs.
+// DaemonSets, ReplicaSets, Jobs and CronJobs, and Argo Rollouts' Rollouts
+// where the chart registers them.
 // It checks each template as its Pods will be after mutation, so a
 // template whose Pods would be refused is refused at `kubectl apply` time,
 // not later as a FailedCreate event on a ReplicaSet. It never patches.
@@ -62,6 +63,11 @@ func (h *WorkloadValidator) Handle(ctx context.Context, req admission.Request) a
 			return h.pass(mutate.SkipNotApplicable)
 		}
 	}
+	if w.noTemplate && w.target.Kind == "Rollout" {
+		// spec.workloadRef: its Pods use the referenced Deployment's
+		// template, which this webhook reviews as that Deployment's.
+		return h.pass(mutate.SkipNotApplicable)
+	}
 	ns, err := h.namespace(ctx, w.target.Namespace)
 	if ctx.Err() != nil {
 		return h.expired(ctx)
@@ -96,7 +102,8 @@ func (c *core) decodeWorkload(ctx context.Context, req admission.Request, raw ru
 }
 
 // workloadList names the workload kinds by group for messages:
-// "apps/v1 Deployment, StatefulSet, DaemonSet, ReplicaSet and batch/v1 Job, CronJob".
+// "apps/v1 Deployment, StatefulSet, DaemonSet, ReplicaSet and batch/v1 Job,
+// CronJob and argoproj.io/v1alpha1 Rollout".
 func workloadList() string {
 	var groups []string
 	byGroup := map[string][]string{}
@@ -111,7 +118,8 @@ func workloadList() string {
 	}
 	parts := make([]string, len(groups))
 	for i, g := range groups {
-		parts[i] = g + "/v1 " + strings.Join(byGroup[g], ", ")
+		w, _ := mutate.LookupWorkload(byGroup[g][0])
+		parts[i] = w.GroupVersion() + " " + strings.Join(byGroup[g], ", ")
 	}
 	return strings.Join(parts, " and ")
 }

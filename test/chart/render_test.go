@@ -1,6 +1,7 @@
 package chart_test
 
 import (
+	"cmp"
 	"encoding/base64"
 	"fmt"
 	"reflect"
@@ -461,10 +462,11 @@ func TestWebhookRules(t *testing.T) {
 		}
 	}
 	// The chart registers exactly the workloads graceguard's table marks
-	// as reviewed, one rule per group/version, in the table's order.
+	// as reviewed, one rule per group/version, in the table's order; an
+	// optional kind (a CRD's) only where it is served (TestArgoRolloutsRule).
 	var want []rule
 	for _, w := range mutate.Workloads {
-		if !w.Reviewed {
+		if !w.Reviewed || w.Optional {
 			continue
 		}
 		if n := len(want); n > 0 && want[n-1].groups == w.Group && want[n-1].versions == w.Version {
@@ -1034,7 +1036,7 @@ func TestNativeFloor(t *testing.T) {
 	}
 	want = append(want, "/v1/pods [CREATE]")
 	for _, w := range mutate.Workloads {
-		if w.Reviewed {
+		if w.Reviewed && !w.Optional {
 			want = append(want, fmt.Sprintf("%s/%s/%s [CREATE UPDATE]", w.Group, w.Version, w.Resource))
 		}
 	}
@@ -1142,5 +1144,71 @@ func TestNativeFloor(t *testing.T) {
 	}
 	if f := flags(t, off.container(t)); f["untreated-pods"] != "deny" {
 		t.Errorf("--untreated-pods=%q, want deny while validate-pods fails closed", f["untreated-pods"])
+	}
+}
+
+// Argo Rollouts' Rollouts are registered with the workload webhook and the
+// native floor, and the observer may list them for its reports, only where
+// the API server serves the CRD (helm's .Capabilities; `helm template
+// --api-versions argoproj.io/v1alpha1/Rollout`), unless
+// webhooks.validateWorkloads.argoRollouts forces it on or off.
+func TestArgoRolloutsRule(t *testing.T) {
+	const served = "argoproj.io/v1alpha1/Rollout"
+	for _, c := range []struct {
+		value       string // webhooks.validateWorkloads.argoRollouts, "" for the default
+		apiVersions []string
+		want        bool
+	}{
+		{"", nil, false},
+		{"", []string{served}, true},
+		{"auto", []string{"argoproj.io/v1alpha1"}, false}, // another kind of the group
+		{"always", nil, true},
+		{"never", []string{served}, false},
+	} {
+		name := fmt.Sprintf("%s %v", cmp.Or(c.value, "default"), c.apiVersions)
+		t.Run(name, func(t *testing.T) {
+			y := "reports: {enabled: true}\n"
+			if c.value != "" {
+				y += "webhooks: {validateWorkloads: {argoRollouts: " + c.value + "}}\n"
+			}
+			rel, err := renderChart(values(t, y), renderOpts{apiVersions: c.apiVersions})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := decode(t, rel)
+			has := func(groups []string, resources []string) bool {
+				return slices.Equal(groups, []string{"argoproj.io"}) && slices.Equal(resources, []string{"rollouts"})
+			}
+			var hook, floor, rbac bool
+			for _, x := range r.validatingHook(t, "validate-workloads.graceguard.io").Rules {
+				if has(x.APIGroups, x.Resources) {
+					hook = true
+					if !slices.Equal(x.APIVersions, []string{"v1alpha1"}) || len(x.Operations) != 2 {
+						t.Errorf("webhook rule %+v, want v1alpha1 CREATE and UPDATE", x)
+					}
+				}
+			}
+			p := get[*admissionv1.ValidatingAdmissionPolicy](t, r, "ValidatingAdmissionPolicy", fullname+"-floor")
+			for _, x := range p.Spec.MatchConstraints.ResourceRules {
+				if has(x.APIGroups, x.Resources) {
+					floor = true
+				}
+			}
+			role := get[*rbacv1.ClusterRole](t, r, "ClusterRole", fullname+"-observer")
+			for _, x := range role.Rules {
+				if has(x.APIGroups, x.Resources) {
+					rbac = true
+					if !slices.Equal(x.Verbs, []string{"list"}) {
+						t.Errorf("observer may %v rollouts, want list only", x.Verbs)
+					}
+				}
+			}
+			if hook != c.want || floor != c.want || rbac != c.want {
+				t.Errorf("Rollouts in the webhook's rules %v, the floor's %v, the observer's ClusterRole %v; want %v", hook, floor, rbac, c.want)
+			}
+		})
+	}
+	if msg := renderErr(t, "webhooks: {validateWorkloads: {argoRollouts: yes}}"); !strings.Contains(msg, "argoRollouts") {
+		t.Errorf("argoRollouts: yes rendered with %q, want a schema error naming it", msg)
 	}
 }

@@ -36,7 +36,7 @@ graceguard.cel.notOptedOut: the Pod did not opt out with graceguard.io/inject: "
 graceguard.cel.podTemplateChanged: a workload's CREATE, or an UPDATE that changes its Pod template: controllers update workloads all the time without touching it.
 */}}
 {{- define "graceguard.cel.podTemplateChanged" -}}
-request.operation != 'UPDATE' || (has(object.spec.jobTemplate) ? object.spec.jobTemplate.spec.template != oldObject.spec.jobTemplate.spec.template : object.spec.template != oldObject.spec.template)
+request.operation != 'UPDATE' || (has(object.spec.jobTemplate) ? object.spec.jobTemplate.spec.template != oldObject.spec.jobTemplate.spec.template : object.?spec.?template != oldObject.?spec.?template)
 {{- end -}}
 
 {{/*

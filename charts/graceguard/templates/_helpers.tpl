@@ -418,3 +418,14 @@ the chart's values (pkg/cel MutationChartVariables), as YAML.
 - name: denyCeiling
   expression: {{ if $deny }}{{ min (index $deny 0) (last $deny) | toString | quote }}{{ else }}"-1"{{ end }}
 {{- end -}}
+
+{{/*
+Whether to register Argo Rollouts' Rollouts with the workload webhook and the
+native floor (webhooks.validateWorkloads.argoRollouts): "true" or "".
+*/}}
+{{- define "graceguard.argoRollouts" -}}
+{{- $v := .Values.webhooks.validateWorkloads.argoRollouts | default "auto" -}}
+{{- if or (eq $v "always") (and (eq $v "auto") (.Capabilities.APIVersions.Has "argoproj.io/v1alpha1/Rollout")) -}}
+true
+{{- end -}}
+{{- end }}

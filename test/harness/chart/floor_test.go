@@ -2,6 +2,7 @@ package chart
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
@@ -536,5 +538,47 @@ func TestFloorCost(t *testing.T) {
 				t.Errorf("denied %t, want %t", denied, tc.denied)
 			}
 		})
+	}
+}
+
+// Argo Rollouts' Rollouts, as the API server hands the floor a custom
+// resource (unstructured): an opted-out template whose hook outlasts its
+// grace is refused with the webhook's words, under spec.template; a Rollout
+// with spec.workloadRef has no template, and neither its creation nor its
+// update errs or is refused.
+func TestFloorJudgesRollouts(t *testing.T) {
+	f := newFloor(t, map[string]any{"webhooks": map[string]any{"validateWorkloads": map[string]any{"argoRollouts": "always"}}})
+	gvk := schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "Rollout"}
+	obj := func(spec string) (*unstructured.Unstructured, *mutate.Rollout) {
+		raw := `{"apiVersion":"argoproj.io/v1alpha1","kind":"Rollout","metadata":{"name":"web","namespace":"shop"},"spec":` + spec + `}`
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON([]byte(raw)); err != nil {
+			t.Fatal(err)
+		}
+		var r mutate.Rollout
+		if err := json.Unmarshal([]byte(raw), &r); err != nil {
+			t.Fatal(err)
+		}
+		return u, &r
+	}
+	long, typed := obj(`{"strategy":{"canary":{}},"template":{"metadata":{"annotations":{"graceguard.io/inject":"false"}},"spec":{"terminationGracePeriodSeconds":30,"containers":[{"name":"app","image":"app:1","lifecycle":{"preStop":{"exec":{"command":["sleep","60"]}}}}]}}}`)
+	got := f.judge(long, nil, gvk, "rollouts")
+	target, err := mutate.ForWorkload(typed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, want := validated(target, optedIn(nil), opts)
+	if got.err != "" || !got.denied || got.message != want || !strings.HasPrefix(want, "spec.template.spec.containers[0].lifecycle.preStop: ") {
+		t.Errorf("floor on a Rollout whose hook outlasts its grace: denied %t, err %q, message\n  %s\nthe webhook says\n  %s", got.denied, got.err, got.message, want)
+	}
+	ref, _ := obj(`{"workloadRef":{"apiVersion":"apps/v1","kind":"Deployment","name":"web"},"strategy":{"blueGreen":{"activeService":"web"}}}`)
+	ref2, _ := obj(`{"workloadRef":{"apiVersion":"apps/v1","kind":"Deployment","name":"web"},"strategy":{"blueGreen":{"activeService":"web","scaleDownDelaySeconds":60}}}`)
+	for name, v := range map[string]verdict{
+		"creating a workloadRef Rollout": f.judge(ref, nil, gvk, "rollouts"),
+		"updating a workloadRef Rollout": f.judge(ref2, ref, gvk, "rollouts"),
+	} {
+		if v.err != "" || v.denied {
+			t.Errorf("%s: denied %t (%s), err %q; want admitted", name, v.denied, v.message, v.err)
+		}
 	}
 }
