@@ -33,6 +33,7 @@ var resources = map[string]schema.GroupVersionResource{
 	"ReplicaSet":  {Group: "apps", Version: "v1", Resource: "replicasets"},
 	"Job":         {Group: "batch", Version: "v1", Resource: "jobs"},
 	"CronJob":     {Group: "batch", Version: "v1", Resource: "cronjobs"},
+	"Rollout":     {Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"},
 }
 
 // goldenOutcome is the part of pkg/mutate's golden files this suite checks.

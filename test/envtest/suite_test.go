@@ -47,9 +47,15 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	// server keeps lifecycle.stopSignal for the validating webhook to judge.
 	// The chart with its mutating floor on (off by default; the chart
 	// renders it on 1.36+ only): both floors are exercised where they exist.
+	// Argo Rollouts' real Rollout CRD (pinned), with the chart's Rollout
+	// rules, which client-side rendering cannot detect, forced on.
+	rolloutCRD, err := apiserver.FindRolloutCRD(ctx)
+	Expect(err).NotTo(HaveOccurred())
 	cp, err = apiserver.StartAPIServer(ctx, apiserver.APIServerOptions{Log: logr.Discard(),
 		APIServerFlags: map[string]string{"feature-gates": "ContainerStopSignals=true"},
-		Values:         map[string]any{"nativeFloor": map[string]any{"mutate": true}}})
+		CRDDirs:        []string{rolloutCRD},
+		Values: map[string]any{"nativeFloor": map[string]any{"mutate": true},
+			"webhooks": map[string]any{"validateWorkloads": map[string]any{"argoRollouts": "always"}}}})
 	Expect(err).NotTo(HaveOccurred())
 	kube = cp.Client
 	dyn, err = dynamic.NewForConfig(cp.Config)
