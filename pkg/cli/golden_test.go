@@ -21,6 +21,8 @@ func TestGolden(t *testing.T) {
 		stdin string // a file in testdata fed to -f -
 	}{
 		{"mutate-multi-doc", []string{"mutate", "-f", "testdata/mutate-multi.yaml"}, ""},
+		{"mutate-rollouts", []string{"mutate", "-f", "testdata/rollouts.yaml"}, ""},
+		{"check-rollouts", []string{"check", "-f", "testdata/rollouts.yaml"}, ""},
 		{"mutate-list-json-stdin", []string{"mutate", "-f", "-", "-o", "json"}, "mutate-list.json"},
 		{"mutate-two-files-warn", []string{"mutate", "-f", "testdata/check.yaml", "-f", "testdata/unknown-kind.yaml", "--mode", "warn"}, ""},
 		{"check-denied", []string{"check", "-f", "testdata/check.yaml", "-f", "testdata/unknown-kind.yaml"}, ""},

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -108,6 +109,28 @@ type input struct {
 	redefined map[int]string
 	// spools are the temporary files stdin and URLs were copied to.
 	spools []string
+	// workloads are the input's workloads, by workloadKey: a Rollout's
+	// spec.workloadRef is looked up here.
+	workloads map[string]bool
+}
+
+// workloadKey names a workload for workloadRef lookups: "Deployment shop/web".
+func workloadKey(kind, namespace, name string) string {
+	return kind + " " + namespace + "/" + name
+}
+
+// refNote says, for a Rollout skipped as workload-ref, whether the object
+// whose template its Pods use is among the objects evaluated.
+func refNote(o *object, present map[string]bool) {
+	if o.res == nil || o.res.Skip != manifest.SkipWorkloadRef {
+		return
+	}
+	kind, name, _ := strings.Cut(manifest.WorkloadRef(o.doc), " ")
+	if present[workloadKey(kind, o.ns, name)] {
+		o.res.SkipDetail += fmt.Sprintf("; %s %s's verdict is theirs", kind, name)
+	} else {
+		o.res.SkipDetail += fmt.Sprintf("; %s %s is not among the inputs: check it", kind, name)
+	}
 }
 
 // inputFile is one file of the input: a -f argument, a file found in a
@@ -241,6 +264,12 @@ func (in *input) scan(file *inputFile, notes *nsNotes) error {
 		}
 		for _, d := range p.Chunk.Objects {
 			notes.see(d, in.flags.namespace)
+			if d.Supported() {
+				if in.workloads == nil {
+					in.workloads = map[string]bool{}
+				}
+				in.workloads[workloadKey(d.Kind, cmp.Or(d.Namespace, in.flags.namespace), d.Name)] = true
+			}
 			if ns, ok := manifest.NamespaceOf(d); ok {
 				n := in.namespaces[ns.Name]
 				if n == nil {
@@ -320,6 +349,7 @@ func (in *input) walkFile(file *inputFile, w walker, index *int) error {
 		objs := make([]object, 0, len(p.Chunk.Objects)+1)
 		for _, d := range p.Chunk.Objects {
 			o := in.flags.evaluateOne(d, in.known)
+			refNote(&o, in.workloads)
 			if last, ok := in.redefined[*index]; ok {
 				o.replacedBy(last)
 			}
@@ -476,9 +506,15 @@ type namespaces func(name string) (mutate.Namespace, *manifest.Document, bool)
 func (f *inputFlags) evaluate(docs []manifest.Document, known namespaces, errOut io.Writer) []object {
 	notes := &nsNotes{}
 	objs := make([]object, 0, len(docs))
+	present := map[string]bool{}
+	for _, d := range docs {
+		present[workloadKey(d.Kind, cmp.Or(d.Namespace, f.namespace), d.Name)] = true
+	}
 	for _, d := range docs {
 		notes.see(d, f.namespace)
-		objs = append(objs, f.evaluateOne(d, known))
+		o := f.evaluateOne(d, known)
+		refNote(&o, present)
+		objs = append(objs, o)
 	}
 	notes.write(errOut, f, known)
 	return objs

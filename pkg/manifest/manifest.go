@@ -178,7 +178,7 @@ func Process(d Document, ns mutate.Namespace, opts mutate.Options) (Result, erro
 	res := Result{Doc: d, Object: d.Raw}
 	if ref := WorkloadRef(d); ref != "" {
 		res.Skip = SkipWorkloadRef
-		res.SkipDetail = fmt.Sprintf("its Pods use the Pod template of %s (spec.workloadRef), evaluated as that object", ref)
+		res.SkipDetail = fmt.Sprintf("its Pods use the Pod template of %s (spec.workloadRef)", ref)
 		return res, nil
 	}
 	if detail := missingTemplate(d); detail != "" {
