@@ -8,7 +8,7 @@ var reasonDocs = map[Reason]struct{ kind, text string }{
 	SkipExcluded:            {"skip", "The namespace is excluded (`kube-system`, graceguard's own, `--excluded-namespaces`)."},
 	SkipMirrorPod:           {"skip", "A mirror Pod (static Pod seen through the API): the kubelet owns it."},
 	SkipOptedOut:            {"skip", "The Pod set `graceguard.io/inject: \"false\"`: no mutation, no budget check; hooks are still checked against grace."},
-	SkipNotApplicable:       {"skip", "An operation graceguard does not act on (Pod UPDATE/DELETE, a workload update that leaves the template alone)."},
+	SkipNotApplicable:       {"skip", "An operation graceguard does not act on (Pod UPDATE/DELETE, a workload update that leaves the template alone, a Rollout with `spec.workloadRef`, which has no template)."},
 	ChangePreStop:           {"change", "A preStop hook sleeping the routing delay (whole seconds, rounded up) was added to a container without one."},
 	ChangeGrace:             {"change", "`terminationGracePeriodSeconds` was raised to the budget's sum, or to the routing profile's grace floor (never lowered)."},
 	ChangeReadiness:         {"change", "A readiness probe from `graceguard.io/readiness-path` was added where none existed."},
