@@ -92,7 +92,7 @@ test: vet ## The first tier, every suite but the floods: unit, golden, handler, 
 HOSTILE_TESTS := ^(TestConnectionFloodsAreBoundedAndReviewsAnswered|TestTheWorstAttacksStayUnderTheLimit)$$
 
 .PHONY: test-hostile
-test-hostile: ## The second tier: 10,000 hostile connections of each kind against the server's caps (pkg/server), and the webhook binary in the chart's memory limit under the worst attacks beside a real kube-apiserver (test/security). ~4 min warm.
+test-hostile: ## The second tier: 10,000 hostile connections of each kind against the server's caps (pkg/server), and the webhook binary in the chart's memory limit under the worst attacks beside a real kube-apiserver (test/security). ~6 min warm.
 	@# A renamed test would match nothing and pass: each must be listed.
 	$(GO) test -list '$(HOSTILE_TESTS)' ./pkg/server | grep -x TestConnectionFloodsAreBoundedAndReviewsAnswered >/dev/null
 	$(GO) -C test test -list '$(HOSTILE_TESTS)' ./security | grep -x TestTheWorstAttacksStayUnderTheLimit >/dev/null
