@@ -331,6 +331,21 @@ func selectApps(t Target, s Settings, p paths) ([]container, []Finding) {
 // container at all), listing a few names of each group and the treatable
 // containers.
 func missingContainers(t Target, all []container, missing []string) string {
+	return explainMissing(t, all, missing, missingWhy{
+		init:      "the API allows no preStop hook or probes there (only native sidecars, restartPolicy: Always)",
+		ephemeral: "the API allows no preStop hook or probes there",
+		listed:    "treatable containers",
+	})
+}
+
+// missingWhy is what an annotation naming containers says of a name that
+// is a regular init container, of one that is an ephemeral container, and
+// how it calls the containers it lists instead.
+type missingWhy struct{ init, ephemeral, listed string }
+
+// explainMissing explains names of missing that are no container all
+// holds, grouped by why, for the annotation why describes.
+func explainMissing(t Target, all []container, missing []string, why missingWhy) string {
 	kind := make(map[string]string, len(t.Spec.InitContainers)+len(t.Spec.EphemeralContainers))
 	for _, c := range t.Spec.InitContainers {
 		kind[c.Name] = "init"
@@ -354,14 +369,12 @@ func missingContainers(t Target, all []container, missing []string) string {
 		parts = append(parts, plural(unknown, "no container named ", "no containers named ")+joinQuoted(unknown))
 	}
 	if len(init) > 0 {
-		parts = append(parts, joinQuoted(init)+plural(init, " is a regular init container", " are regular init containers")+
-			": the API allows no preStop hook or probes there (only native sidecars, restartPolicy: Always)")
+		parts = append(parts, joinQuoted(init)+plural(init, " is a regular init container", " are regular init containers")+": "+why.init)
 	}
 	if len(ephemeral) > 0 {
-		parts = append(parts, joinQuoted(ephemeral)+plural(ephemeral, " is an ephemeral container", " are ephemeral containers")+
-			": the API allows no preStop hook or probes there")
+		parts = append(parts, joinQuoted(ephemeral)+plural(ephemeral, " is an ephemeral container", " are ephemeral containers")+": "+why.ephemeral)
 	}
-	return strings.Join(parts, "; ") + "; treatable containers: " + joinQuoted(names(all))
+	return strings.Join(parts, "; ") + "; " + why.listed + ": " + joinQuoted(names(all))
 }
 
 func plural(list []string, one, many string) string {

@@ -238,37 +238,11 @@ func (namedSidecars) check(t Target, s Settings, p paths) []Finding {
 
 // missingSidecars explains names that are no container a sidecar can be.
 func missingSidecars(t Target, all []container, missing []string) string {
-	kind := make(map[string]string, len(t.Spec.InitContainers)+len(t.Spec.EphemeralContainers))
-	for _, c := range t.Spec.InitContainers {
-		kind[c.Name] = "init"
-	}
-	for _, c := range t.Spec.EphemeralContainers {
-		kind[c.Name] = "ephemeral"
-	}
-	var unknown, init, ephemeral []string
-	for _, n := range missing {
-		switch kind[n] {
-		case "init":
-			init = append(init, n)
-		case "ephemeral":
-			ephemeral = append(ephemeral, n)
-		default:
-			unknown = append(unknown, n)
-		}
-	}
-	var parts []string
-	if len(unknown) > 0 {
-		parts = append(parts, plural(unknown, "no container named ", "no containers named ")+joinQuoted(unknown))
-	}
-	if len(init) > 0 {
-		parts = append(parts, joinQuoted(init)+plural(init, " is a regular init container", " are regular init containers")+
-			": it ends before the app starts (a native sidecar has restartPolicy: Always)")
-	}
-	if len(ephemeral) > 0 {
-		parts = append(parts, joinQuoted(ephemeral)+plural(ephemeral, " is an ephemeral container", " are ephemeral containers")+
-			": the API allows no preStop hook there")
-	}
-	return strings.Join(parts, "; ") + "; the Pod's containers and native sidecars: " + joinQuoted(names(all))
+	return explainMissing(t, all, missing, missingWhy{
+		init:      "it ends before the app starts (a native sidecar has restartPolicy: Always)",
+		ephemeral: "the API allows no preStop hook there",
+		listed:    "the Pod's containers and native sidecars",
+	})
 }
 
 func (namedSidecars) detect(t Target, s Settings) []container {
