@@ -134,26 +134,30 @@ func (r *Results) cpuHeld(ctx context.Context, o Options, logf func(string, ...a
 	if len(o.HeldLevels) > 0 {
 		levels = o.HeldLevels
 	}
-	for li, mc := range levels {
-		for ni, n := range o.HeldCreators {
-			// Which variant goes first alternates along both the levels
-			// and the creators, so that neither always follows the other
-			// at the same number of creators.
-			order := slices.Clone(variants)
-			if (li+ni)%2 == 1 {
-				slices.Reverse(order)
-			}
-			for _, v := range order {
-				c, err := v.cell(ctx, mc, n, o.HeldWarmup, o.HeldDuration)
-				if err != nil {
-					return fmt.Errorf("%s at %s, %d creators: %w", v.Name, cpuName(mc, request), n, err)
+	run.Rounds = max(o.HeldRounds, 1)
+	for round := range run.Rounds {
+		for li, mc := range levels {
+			for ni, n := range o.HeldCreators {
+				// Which variant goes first alternates along the rounds, the
+				// levels and the creators, so that neither always follows
+				// the other at the same number of creators.
+				order := slices.Clone(variants)
+				if (round+li+ni)%2 == 1 {
+					slices.Reverse(order)
 				}
-				run.Cells = append(run.Cells, c)
-				logf("cpu-held %-14s %-18s %3d creators: %6.1f creates/s  p99 %7.0f ms  refused %d  unmutated %d  shed %d  expired %d  handshakes cut %d  connections %d  /readyz failed %d of %d  webhook %.3f cores %s",
-					v.Name, cpuName(mc, request), n, c.PodsPerSec, c.Latency.P99, c.Refused, c.Unmutated, c.Shed, c.Expired, c.HandshakesAborted, c.Connections,
-					c.ReadyzFailed, c.ReadyzProbes, c.Cores, fmt.Sprint(c.Calls))
-				if err := v.api.Webhook.Exited(); err != nil {
-					return err
+				for _, v := range order {
+					c, err := v.cell(ctx, mc, n, o.HeldWarmup, o.HeldDuration)
+					if err != nil {
+						return fmt.Errorf("%s at %s, %d creators, round %d: %w", v.Name, cpuName(mc, request), n, round+1, err)
+					}
+					c.Round = round
+					run.Cells = append(run.Cells, c)
+					logf("cpu-held round %d/%d %-14s %-18s %3d creators: %6.1f creates/s  p99 %7.0f ms  refused %d  unmutated %d  shed %d  expired %d  handshakes cut %d  connections %d  /readyz failed %d of %d  webhook %.3f cores %s",
+						round+1, run.Rounds, v.Name, cpuName(mc, request), n, c.PodsPerSec, c.Latency.P99, c.Refused, c.Unmutated, c.Shed, c.Expired, c.HandshakesAborted, c.Connections,
+						c.ReadyzFailed, c.ReadyzProbes, c.Cores, fmt.Sprint(c.Calls))
+					if err := v.api.Webhook.Exited(); err != nil {
+						return err
+					}
 				}
 			}
 		}

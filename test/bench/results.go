@@ -315,12 +315,15 @@ type CPUHeldRun struct {
 	KubeAPIServer string     `json:"kubeAPIServer"`
 	// RequestMillicores is the chart's CPU request (this checkout's), or
 	// -held-cpu; the cells hold every variant to the same quotas.
-	RequestMillicores int           `json:"requestMillicores"`
-	Creators          []int         `json:"creators"`
-	CellSeconds       float64       `json:"cellSeconds"`
-	WarmupSeconds     float64       `json:"warmupSeconds"`
-	Variants          []HeldVariant `json:"variants"`
-	Cells             []HeldCell    `json:"cells"`
+	RequestMillicores int     `json:"requestMillicores"`
+	Creators          []int   `json:"creators"`
+	CellSeconds       float64 `json:"cellSeconds"`
+	WarmupSeconds     float64 `json:"warmupSeconds"`
+	// Rounds is how many times every cell was measured (0 in runs before
+	// rounds: one).
+	Rounds   int           `json:"rounds,omitempty"`
+	Variants []HeldVariant `json:"variants"`
+	Cells    []HeldCell    `json:"cells"`
 }
 
 // HeldVariant is a webhook binary and the chart it runs with.
@@ -340,6 +343,8 @@ type HeldVariant struct {
 // HeldCell is one variant at one CPU setting and number of creators.
 type HeldCell struct {
 	Variant string `json:"variant"`
+	// Round counts from 0.
+	Round int `json:"round,omitempty"`
 	// Millicores is the CPU quota (0: unlimited).
 	Millicores int `json:"millicores"`
 	Creators   int `json:"creators"`

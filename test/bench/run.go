@@ -74,6 +74,10 @@ type Options struct {
 	HeldWarmup, HeldDuration time.Duration
 	HeldMillicores           int
 	HeldBefore               string
+	// HeldRounds repeats every cell, round after round; the goodput goal
+	// is judged on the median of the rounds' ratios, since one round's
+	// ratio varies more from run to run than the goal's margin.
+	HeldRounds int
 	// HeldLevels replace the phase's CPU settings (millicores, 0:
 	// unlimited) while developing; the targets need the default ones.
 	HeldLevels []int

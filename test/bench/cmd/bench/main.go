@@ -64,6 +64,7 @@ func run() int {
 	flag.DurationVar(&o.HeldWarmup, "held-warmup", 10*time.Second, "unmeasured creation at the start of each cell of the cpu-held phase (the API server opens its connections, the queue fills), without a pause before the measured part")
 	flag.IntVar(&o.HeldMillicores, "held-cpu", 0, "CPU request (millicores) the cpu-held phase holds the webhook to; 0: the chart's resources.requests.cpu")
 	heldLevels := flag.String("held-levels", "", "development: the CPU settings (millicores, 0 unlimited) of the cpu-held phase instead of unlimited, the request and 40% of it")
+	flag.IntVar(&o.HeldRounds, "held-rounds", 3, "rounds of the cpu-held phase, each measuring every cell once; its goodput is judged on the median of the rounds' ratios")
 	flag.StringVar(&o.HeldBefore, "held-before", "", "a git revision (e.g. main) whose webhook and chart the cpu-held phase measures beside this checkout's, cell by cell")
 	flag.Parse()
 
@@ -102,6 +103,10 @@ func run() int {
 			return 2
 		}
 		o.HeldLevels = append(o.HeldLevels, n)
+	}
+	if o.HeldRounds < 1 || o.HeldRounds > 9 {
+		fmt.Fprintf(os.Stderr, "-held-rounds=%d: want 1 to 9 (each round takes about 8 minutes)\n", o.HeldRounds)
+		return 2
 	}
 	if o.HeldMillicores < 0 {
 		fmt.Fprintf(os.Stderr, "-held-cpu=%d: want 0 (the chart's request) or more millicores\n", o.HeldMillicores)
