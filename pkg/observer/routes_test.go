@@ -12,7 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/graceguard/graceguard/internal/fixture"
 	"github.com/graceguard/graceguard/pkg/api/v1alpha1"
+	"github.com/graceguard/graceguard/pkg/mutate"
 )
 
 // uid is the n-th test Pod's UID.
@@ -263,5 +265,77 @@ func TestObserveRecordsTheWithdrawal(t *testing.T) {
 	s, _ = observeWithdrawn(p, del, nil, withdrawal{})
 	if s.Withdrawal != v1alpha1.WithdrawalNotListed || s.WithdrawalSeconds != nil {
 		t.Errorf("a Pod no slice listed: %s %v, want NotListed and no figure (not 0)", s.Withdrawal, deref(s.WithdrawalSeconds))
+	}
+}
+
+// TestAPodCostsTheObserverUnderOneKiB adds up all that the observer keeps
+// of an ordinary treated Pod behind one Service (1,000 of them, in slices
+// of 100 as the EndpointSlice controller writes them): its record, its
+// endpoint in a lean slice and its listing while it runs; its deletion and
+// its withdrawal too once it terminates. Issue 42 holds the observer to
+// 1 KiB per treated Pod with the withdrawal kept. The informer's own
+// index of its cache is not counted (the scale harness measures it).
+func TestAPodCostsTheObserverUnderOneKiB(t *testing.T) {
+	const n, perSlice = 1000, 100
+	ns := newNamespaces(nil)
+	ns.optedIn["shop"] = struct{}{}
+	rs := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-7d9f8c6b5", UID: "5c1d9a8e-7f0b-4c1e-8a4d-2e9b6f3c7d10", Controller: new(true)}
+	var slices []*discoveryv1.EndpointSlice
+	for i := 0; i < n; i += perSlice {
+		s := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: fmt.Sprintf("web-%05d", i), UID: uid(1<<20 + i), ResourceVersion: "123456789"}}
+		for j := i; j < i+perSlice; j++ {
+			s.Endpoints = append(s.Endpoints, ep(j, true))
+		}
+		slices = append(slices, s)
+	}
+	for _, terminating := range []bool{false, true} {
+		pods := make([]*corev1.Pod, n)
+		for i := range pods {
+			p := fixture.TypicalPod()
+			p.Namespace, p.Name, p.UID, p.ResourceVersion = "shop", fmt.Sprintf("web-7d9f8c6b5-%05d", i), uid(i), "123456789"
+			p.Labels = map[string]string{mutate.LabelTreated: mutate.LabelTreatedValue, "pod-template-hash": "7d9f8c6b5"}
+			p.Annotations[mutate.AnnotationBudget] = budget15
+			p.OwnerReferences = []metav1.OwnerReference{rs}
+			if terminating {
+				// Its last state: every container exited.
+				p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &metav1.Time{Time: at(30)}, new(int64(30))
+				for _, c := range p.Spec.Containers {
+					p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name,
+						State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", FinishedAt: metav1.NewTime(at(12))}}})
+				}
+			}
+			pods[i] = p
+		}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		o := &observer{ns: ns, deletions: map[types.UID]Deletion{}, hooks: map[types.UID][]HookFailure{}, routes: newRoutes()}
+		// The owner verified already: podChanged queues no verification.
+		o.verdicts.put(owner{Namespace: "shop", ownerRef: ownerRef{APIVersion: rs.APIVersion, Kind: rs.Kind, Name: rs.Name, UID: rs.UID}},
+			verdict{final: true})
+		cached := make([]any, 0, n+len(slices))
+		for _, s := range slices {
+			l := leanSlice(s, true)
+			o.routes.changed(nil, l, at(0).Unix())
+			cached = append(cached, l)
+		}
+		for _, p := range pods {
+			r := leanPod(p, true)
+			o.podChanged(r)
+			cached = append(cached, r)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(o)
+		runtime.KeepAlive(cached)
+		runtime.KeepAlive(pods)
+		if len(o.routes.listings) != n || (len(o.deletions) == n) != terminating || (len(o.routes.withdrawals) == n) != terminating {
+			t.Fatalf("terminating %v: %d listings, %d deletions, %d withdrawals kept for %d Pods", terminating, len(o.routes.listings), len(o.deletions), len(o.routes.withdrawals), n)
+		}
+		per := int64(after.HeapAlloc-before.HeapAlloc) / n
+		t.Logf("terminating %v: %d bytes a Pod (record, endpoint, listing, deletion, withdrawal)", terminating, per)
+		if per > 1024 {
+			t.Errorf("terminating %v: the observer keeps %d bytes a treated Pod, more than 1 KiB", terminating, per)
+		}
 	}
 }

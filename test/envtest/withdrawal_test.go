@@ -32,6 +32,13 @@ func endpointOf(p *corev1.Pod, ip string, terminating bool) discoveryv1.Endpoint
 		TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: p.Namespace, Name: p.Name, UID: p.UID}}
 }
 
+// The suite runs a real kube-apiserver and etcd, and no controller
+// manager: nothing here writes EndpointSlices but the spec. So the spec
+// creates and updates them as the EndpointSlice controller does (its
+// labels, one endpoint per Pod with the Pod's UID as targetRef, the
+// KEP-1672 conditions). They are real discovery.k8s.io/v1 objects, checked
+// by the API server's validation and delivered to the observer by its real
+// watch; only who writes them is the spec.
 var _ = Describe("the observer times each Pod's withdrawal from its EndpointSlices", func() {
 	It("from the deletion to the last slice marking the Pod not ready: one Service, two Services (the later counts), none (no figure)", func(ctx SpecContext) {
 		reg := startObserver(ctx)
