@@ -95,7 +95,13 @@ const LabelPodTemplateHash = "pod-template-hash"
 const (
 	ownerGraceguard = "graceguard"
 	ownerKubernetes = "kubernetes"
+	ownerKnative    = "knative"
 )
+
+// EnvRead are the environment variables graceguard reads, istio-proxy's and
+// Knative's queue-proxy's: the webhook's decoder keeps only these of a
+// container's env.
+var EnvRead = slices.Concat(IstioExitEnv, KnativeEnv)
 
 // Keys lists every label and annotation key graceguard reads.
 var Keys = []Key{
@@ -213,6 +219,9 @@ var Keys = []Key{
 	// Deployment's report by the template hash (max-work: auto).
 	{Name: AnnotationMirror, Where: PodAnnotation, Owner: ownerKubernetes, MaxLength: MaxAnnotationValueLength},
 	{Name: LabelPodTemplateHash, Where: PodLabel, Owner: ownerKubernetes, MaxLength: MaxLabelValueLength},
+	// Knative Serving's Revision label, which with queue-proxy's
+	// SERVING_REVISION marks a Knative Pod (knative.go).
+	{Name: LabelKnativeRevision, Where: PodLabel, Owner: ownerKnative, MaxLength: MaxLabelValueLength},
 
 	// Istio.
 	{Name: AnnotationIstioInject, Where: PodLabel | PodAnnotation, Owner: string(MeshIstio), MaxLength: MaxAnnotationValueLength},
