@@ -33,7 +33,8 @@ import (
 // and graceguard adds nothing to it. A preStop sleep there would break the
 // drain: /wait-for-drain gives up when queue-proxy has no SIGTERM within
 // 1 s (adminHandler, pkg/queue/sharedmain/handlers.go), so the app would
-// get SIGTERM at once while queue-proxy still sends it requests. The app's
+// get SIGTERM after 1 s while queue-proxy, ready again, still sends it
+// requests. The app's
 // own hook is counted as what it lasts: until the last request arrives
 // (the routing delay) and 30 s more.
 
