@@ -75,6 +75,7 @@ func TestGolden(t *testing.T) {
 		{"explain-assumptions", []string{"explain", "-f", "testdata/explain-assumptions.yaml", "--max-grace-period=10m"}, ""},
 		{"explain-waypoint-and-ambient-app", []string{"explain", "-f", "testdata/explain-waypoint.yaml"}, ""},
 		{"explain-sidecars", []string{"explain", "-f", "testdata/explain-sidecars.yaml"}, ""},
+		{"explain-knative", []string{"explain", "-f", "../mutate/testdata/pod-knative-revision.yaml"}, ""},
 		{"explain-sidecar-own-hook-longer", []string{"explain", "-f", "../mutate/testdata/pod-sidecar-own-hook-longer.yaml"}, ""},
 		{"explain-sidecar-own-hook-short", []string{"explain", "-f", "../mutate/testdata/pod-sidecar-own-hook-short.yaml"}, ""},
 		{"check-ceiling-deny", []string{"check", "-f", "testdata/explain-raise.yaml", "--karpenter-termination-grace-period=40s", "--karpenter-ceiling-action=deny"}, ""},

@@ -74,7 +74,7 @@ const (
 )
 
 // IstioExitEnv are the environment variables of istio-proxy graceguard
-// reads: the webhook's decoder keeps only these of a container's env.
+// reads (EnvRead).
 var IstioExitEnv = []string{envIstioProxyConfig, envIstioExitOnZero, envIstioMinDrain}
 
 // Linkerd's keys graceguard reads; it writes the wait annotation.

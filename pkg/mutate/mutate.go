@@ -120,7 +120,14 @@ func decide(t Target, s Settings, p paths, targets []container, r *Report, withA
 		r.warn(WarnMeshProxyNamed, p.pod.Key(AnnotationSidecars), clip(strings.Join(s.Sidecars, ",")),
 			"%s: a mesh proxy, which outlives the app as its mesh needs; remove it", joinQuoted(proxies))
 	}
+	if withAdvice {
+		knativeProxyNamed(s.knative, AnnotationContainers, s.Containers, p, r)
+		knativeProxyNamed(s.knative, AnnotationSidecars, s.Sidecars, p, r)
+	}
 	r.Budget, r.Hook = effectiveBudget(s, d.targets, warnTo)
+	if withAdvice {
+		adviseKnative(s, p, r.Budget, r)
+	}
 	r.Sources = maps.Clone(s.Sources)
 	if r.Budget.Routing > s.Budget.Routing {
 		r.Sources[budget.Routing] = FromHook
@@ -155,7 +162,7 @@ func (d decision) apply(r *Report) {
 	for _, c := range d.targets {
 		h := s.sleepFor(c)
 		if h == nil || !d.ok {
-			r.Stops = append(r.Stops, stopOf(c, false))
+			r.Stops = append(r.Stops, s.stopOf(c, false))
 			continue
 		}
 		summary := preStopLength(h).Desc
@@ -168,7 +175,7 @@ func (d decision) apply(r *Report) {
 		}
 		r.Changes = append(r.Changes, Change{Reason: ChangePreStop, Path: path, Summary: summary,
 			Op: setPreStop(c, h)})
-		r.Stops = append(r.Stops, stopOf(c, true))
+		r.Stops = append(r.Stops, s.stopOf(c, true))
 	}
 	if firstHook != nil {
 		warnWindowsSleep(s, firstHook, r)
@@ -200,7 +207,9 @@ func (d decision) apply(r *Report) {
 		r.Grace = need
 	}
 
-	advise(d.targets, s.ReadinessPath != "", r)
+	// Knative's queue-proxy probes a Knative app itself (Knative removes
+	// its HTTP readiness probe): no advice to add one.
+	advise(d.targets, s.ReadinessPath != "" || s.knative != nil, r)
 	d.sidecars.advise(r)
 
 	if note := r.Budget.Annotation(r.Grace); t.Meta.Annotations[AnnotationBudget] != note {
@@ -250,12 +259,8 @@ func setMeta(t Target, field string, m *map[string]string, key, value string) Op
 	return op
 }
 
-func stopOf(c container, added bool) ContainerStop {
-	var h *corev1.LifecycleHandler
-	if c.c.Lifecycle != nil {
-		h = c.c.Lifecycle.PreStop
-	}
-	hl := preStopLength(h)
+func (s Settings) stopOf(c container, added bool) ContainerStop {
+	hl := s.hookOf(c)
 	return ContainerStop{Name: c.c.Name, Hook: hl.D, Known: hl.Known, Desc: hl.Desc, Added: added, Signal: stopSignal(c.c)}
 }
 
@@ -302,10 +307,10 @@ func selectApps(t Target, s Settings, p paths) ([]container, []Finding) {
 	var out []container
 	var missing []string
 	for _, name := range s.Containers {
-		if meshOf(name) != "" {
+		if meshOf(name) != "" || s.knative.is(name) {
 			// A mesh proxy is never an app container, and it is not there
 			// yet when graceguard runs before the injector: skipped, in
-			// both orders (decide warns).
+			// both orders (decide warns). Nor is Knative's queue-proxy.
 			continue
 		}
 		if i, ok := byName[name]; ok {
@@ -408,7 +413,7 @@ func effectiveBudget(s Settings, targets []container, r *Report) (budget.Budget,
 		if c.c.Lifecycle == nil || c.c.Lifecycle.PreStop == nil {
 			continue
 		}
-		hl := preStopLength(c.c.Lifecycle.PreStop)
+		hl := s.hookOf(c)
 		if !hl.Known && r != nil {
 			least := ""
 			if hl.D > 0 {

@@ -67,6 +67,7 @@ func settingsFor(t Target, ns Namespace, opts Options, p paths) (Settings, []Fin
 	var mbad []Finding
 	s.mesh, mbad = readMesh(t, podAnn, ns, p)
 	applyProfile(&s, podAnn, ns, opts)
+	s.knative = knativeOf(t)
 	// A Windows Pod says so in spec.os.name, or only by its node selector.
 	s.windows = (t.Spec.OS != nil && t.Spec.OS.Name == corev1.Windows) || t.Spec.NodeSelector[corev1.LabelOSStable] == string(corev1.Windows)
 	return s, append(bad, mbad...)

@@ -92,10 +92,23 @@ const MaxIstioStatusLength = 256 << 10
 // Pods.
 const LabelPodTemplateHash = "pod-template-hash"
 
+// LabelRolloutsPodTemplateHash is the label an Argo Rollout's ReplicaSet
+// gives its Pods (DefaultRolloutUniqueLabelKey), the ReplicaSet's name
+// being the Rollout's and this hash.
+const LabelRolloutsPodTemplateHash = "rollouts-pod-template-hash"
+
 const (
 	ownerGraceguard = "graceguard"
 	ownerKubernetes = "kubernetes"
+	ownerKnative    = "knative"
+	// ownerArgoRollouts: Argo Rollouts.
+	ownerArgoRollouts = "argo-rollouts"
 )
+
+// EnvRead are the environment variables graceguard reads, istio-proxy's and
+// Knative's queue-proxy's: the webhook's decoder keeps only these of a
+// container's env.
+var EnvRead = slices.Concat(IstioExitEnv, KnativeEnv)
 
 // Keys lists every label and annotation key graceguard reads.
 var Keys = []Key{
@@ -213,6 +226,10 @@ var Keys = []Key{
 	// Deployment's report by the template hash (max-work: auto).
 	{Name: AnnotationMirror, Where: PodAnnotation, Owner: ownerKubernetes, MaxLength: MaxAnnotationValueLength},
 	{Name: LabelPodTemplateHash, Where: PodLabel, Owner: ownerKubernetes, MaxLength: MaxLabelValueLength},
+	{Name: LabelRolloutsPodTemplateHash, Where: PodLabel, Owner: ownerArgoRollouts, MaxLength: MaxLabelValueLength},
+	// Knative Serving's Revision label, which with queue-proxy's
+	// SERVING_REVISION marks a Knative Pod (knative.go).
+	{Name: LabelKnativeRevision, Where: PodLabel, Owner: ownerKnative, MaxLength: MaxLabelValueLength},
 
 	// Istio.
 	{Name: AnnotationIstioInject, Where: PodLabel | PodAnnotation, Owner: string(MeshIstio), MaxLength: MaxAnnotationValueLength},

@@ -72,6 +72,9 @@ const (
 	// WarnScaleDownEarly: an Argo Rollouts scaleDownDelaySeconds shorter
 	// than the routing term of the Pods it scales down (rollout.go).
 	WarnScaleDownEarly Reason = "scale-down-before-routing"
+	// WarnKnativeTimeout: a Knative Pod's work term is the cluster's
+	// default, shorter than the Revision's timeoutSeconds (knative.go).
+	WarnKnativeTimeout Reason = "knative-timeout-over-work"
 )
 
 // Why an object is denied (or, in warn mode, would be).
@@ -105,7 +108,7 @@ var AllReasons = []Reason{
 	ChangePreStop, ChangeGrace, ChangeReadiness, ChangeLiveness, ChangeBudget, ChangeTreated, ChangeProxyWait, ChangeMeshAnnotation, ChangeSidecarWait,
 	WarnShellForm, WarnLivenessIsReadiness, WarnNoReadiness, WarnHookUnknownLength, WarnNoProbePort, WarnWouldChange, WarnAutoWork,
 	WarnMeshProbes, WarnOverCeiling, WarnMeshSettingIgnored, WarnMeshProxyNamed, WarnZeroGraceRaised, WarnHookBinaryMissing, WarnWindowsSleepAction,
-	WarnUntreated, WarnScaleDownEarly,
+	WarnUntreated, WarnScaleDownEarly, WarnKnativeTimeout,
 	DenyHookExceedsGrace, DenyBudgetExceedsGrace, DenyBudgetOverCap, DenyInvalidAnnotation, DenyInvalidNamespace, DenyNotMutated, DenyTooManyContainers, DenyTooLarge,
 	DenyProxyExitsEarly, DenyInvalidMeshSetting, DenyOverCeiling, DenyStopSignalKills, DenySidecarExitsEarly,
 }

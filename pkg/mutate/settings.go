@@ -199,6 +199,9 @@ type Settings struct {
 	// Profile is the routing profile that applies, if any.
 	Profile *ProfileUse
 	mesh    meshSettings
+	// knative is the Pod's Knative Revision, when queue-proxy is Knative's
+	// (knative.go); nil otherwise.
+	knative *knativeRevision
 	// windows is set for a Pod whose spec.os.name is windows, or whose node
 	// selector asks for kubernetes.io/os: windows: its
 	// images have no sleep command, so an exec handler is written as the

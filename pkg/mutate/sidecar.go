@@ -32,8 +32,9 @@ import (
 // settings themselves are read through the registry (Keys and their
 // setters), so the webhook's decoder, the size guard, the docs and the
 // chart follow from the key's row. graceguard.io/sidecars is the first
-// (namedSidecars); the meshes' proxies (mesh.go) are the ones to move
-// behind it next.
+// (namedSidecars), Knative's queue-proxy the second (knativeSidecar,
+// knative.go); the meshes' proxies (mesh.go) are the ones to move behind
+// it next.
 type sidecarIntegration interface {
 	// check says what is wrong with the settings for t: one finding per
 	// annotation, which stops mutation.
@@ -45,7 +46,7 @@ type sidecarIntegration interface {
 }
 
 // sidecarIntegrations are the integrations graceguard plans, in order.
-var sidecarIntegrations = []sidecarIntegration{namedSidecars{}}
+var sidecarIntegrations = []sidecarIntegration{namedSidecars{}, knativeSidecar{}}
 
 // appShutdown is when the app is done after deletion: the budget's routing
 // (its hooks counted), work and cleanup; need is that in whole seconds,
@@ -200,9 +201,10 @@ func (namedSidecars) check(t Target, s Settings, p paths) []Finding {
 	for _, n := range s.Sidecars {
 		named[n] = true
 		switch {
-		case meshOf(n) != "":
+		case meshOf(n) != "" || s.knative.is(n):
 			// Planned by its mesh, and not there yet before injection:
-			// skipped in both webhook orders (decide warns).
+			// skipped in both webhook orders (decide warns). Knative's
+			// queue-proxy is Knative's to stop (knative.go).
 		case !byName[n]:
 			missing = append(missing, n)
 		case slices.Contains(s.Containers, n):
@@ -220,7 +222,7 @@ func (namedSidecars) check(t Target, s Settings, p paths) []Finding {
 	if len(missing) == 0 && s.Containers == nil {
 		apps := 0
 		for i := range t.Spec.Containers {
-			if n := t.Spec.Containers[i].Name; !named[n] && meshOf(n) == "" {
+			if n := t.Spec.Containers[i].Name; !named[n] && meshOf(n) == "" && !s.knative.is(n) {
 				apps++
 			}
 		}
@@ -251,7 +253,7 @@ func (namedSidecars) detect(t Target, s Settings) []container {
 	}
 	var out []container
 	for _, c := range t.containers() {
-		if meshOf(c.c.Name) == "" && slices.Contains(s.Sidecars, c.c.Name) {
+		if meshOf(c.c.Name) == "" && !s.knative.is(c.c.Name) && slices.Contains(s.Sidecars, c.c.Name) {
 			out = append(out, c)
 		}
 	}
@@ -305,15 +307,15 @@ func (namedSidecars) plan(c container, app appShutdown, s Settings) sidecarPlan 
 	return p
 }
 
-// withoutSidecars drops the containers graceguard.io/sidecars names from
-// the app containers to treat.
+// withoutSidecars drops the containers graceguard.io/sidecars names, and
+// Knative's queue-proxy, from the app containers to treat.
 func withoutSidecars(targets []container, s Settings) []container {
-	if s.Sidecars == nil {
+	if s.Sidecars == nil && s.knative == nil {
 		return targets
 	}
 	out := targets[:0:0]
 	for _, c := range targets {
-		if !slices.Contains(s.Sidecars, c.c.Name) {
+		if !slices.Contains(s.Sidecars, c.c.Name) && !s.knative.is(c.c.Name) {
 			out = append(out, c)
 		}
 	}

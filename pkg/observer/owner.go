@@ -2,6 +2,7 @@ package observer
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -44,33 +45,33 @@ type verdict struct {
 }
 
 // parents are the controllers whose Pods' reports belong to their own
-// controller: a Deployment's ReplicaSets, a CronJob's Jobs.
-var parents = map[schema.GroupKind]schema.GroupKind{
-	{Group: "apps", Kind: "ReplicaSet"}: {Group: "apps", Kind: "Deployment"},
-	{Group: "batch", Kind: "Job"}:       {Group: "batch", Kind: "CronJob"},
+// controller: a Deployment's or an Argo Rollout's ReplicaSets, a
+// CronJob's Jobs. A Rollout's ReplicaSets come and go with each revision,
+// as a Deployment's do, so their samples are the Rollout's.
+var parents = map[schema.GroupKind][]schema.GroupKind{
+	{Group: "apps", Kind: "ReplicaSet"}: {{Group: "apps", Kind: "Deployment"}, {Group: "argoproj.io", Kind: "Rollout"}},
+	{Group: "batch", Kind: "Job"}:       {{Group: "batch", Kind: "CronJob"}},
 }
 
 // verifyOwner checks that the owner a Pod names exists with the UID the
 // Pod gives it, and, for a ReplicaSet or Job, that its own controller
-// reference names a Deployment or CronJob that exists with that UID.
-// Only metadata is read (PartialObjectMetadata, through r: the API server,
-// uncached). A Pod anyone can label and give any owner reference is
-// attributed to a workload only through objects that really own it; one
-// whose owner is not found (forged, or already gone: nothing tells them
-// apart) is not attributed by guessing at names (SkipOwnerUnverified). The
-// error is a failure worth retrying.
+// reference names a Deployment, an Argo Rollout or a CronJob that exists
+// with that UID. Only metadata is read (PartialObjectMetadata, through r:
+// the API server, uncached). A Pod anyone can label and give any owner
+// reference is attributed to a workload only through objects that really
+// own it; one whose owner is not found (forged, or already gone: nothing
+// tells them apart) is not attributed by guessing at names
+// (SkipOwnerUnverified). The error is a failure worth retrying.
 func verifyOwner(ctx context.Context, r client.Reader, k owner) (verdict, error) {
 	m, v, err := getVerified(ctx, r, k.Namespace, k.ownerRef)
 	if err != nil || v.skip != "" {
 		return v, err
 	}
 	wl := workload{APIVersion: k.APIVersion, Kind: k.Kind, Name: k.Name, UID: k.UID}
-	gk := gvk(k.APIVersion, k.Kind).GroupKind()
-	parent, ok := parents[gk]
 	ref := metav1.GetControllerOf(m)
-	if !ok || ref == nil || ref.Kind != parent.Kind || gvk(ref.APIVersion, ref.Kind).Group != parent.Group {
+	if ref == nil || !slices.Contains(parents[gvk(k.APIVersion, k.Kind).GroupKind()], gvk(ref.APIVersion, ref.Kind).GroupKind()) {
 		// The owner is the workload: a StatefulSet, a DaemonSet, a
-		// ReplicaSet or Job of no Deployment or CronJob.
+		// ReplicaSet or Job of no Deployment, Rollout or CronJob.
 		return verdict{wl: wl, final: true}, nil
 	}
 	pref, fits := boundedRef(ref.APIVersion, ref.Kind, ref.Name, ref.UID)
@@ -82,8 +83,9 @@ func verifyOwner(ctx context.Context, r client.Reader, k owner) (verdict, error)
 		return verdict{}, err
 	}
 	if pv.skip != "" && pv.final {
-		// The ReplicaSet (Job) is real, its Deployment (CronJob) gone or
-		// replaced by another of the same name: so is its report.
+		// The ReplicaSet (Job) is real, its Deployment or Rollout
+		// (CronJob) gone or replaced by another of the same name: so is
+		// its report.
 		return verdict{skip: SkipNoWorkload, final: true}, nil
 	}
 	if pv.skip != "" {

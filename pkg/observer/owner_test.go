@@ -9,7 +9,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -23,14 +25,40 @@ func controllerRef(apiVersion, kind, name string, uid types.UID) []metav1.OwnerR
 	return []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: name, UID: uid, Controller: &yes}}
 }
 
+// rolloutGVK is Argo Rollouts' Rollout, a CRD: the fake API server serves
+// it as an unstructured kind, as a cluster with Argo installed does.
+var rolloutGVK = schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "Rollout"}
+
+func rollout(name string, uid types.UID) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(rolloutGVK)
+	u.SetNamespace("shop")
+	u.SetName(name)
+	u.SetUID(uid)
+	return u
+}
+
 // cluster is a namespace "shop" with a Deployment web and its ReplicaSet,
 // an orphaned ReplicaSet, a ReplicaSet whose Deployment is gone and one
-// whose Deployment was replaced, a StatefulSet, and a CronJob's Job.
+// whose Deployment was replaced, a StatefulSet, a CronJob's Job, and an
+// Argo Rollout canary with its ReplicaSet, with one of a Rollout gone and
+// one of a Rollout replaced.
 func cluster(funcs interceptor.Funcs) client.Client {
 	meta := func(name string, uid types.UID, owners []metav1.OwnerReference) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Namespace: "shop", Name: name, UID: uid, OwnerReferences: owners}
 	}
-	return fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithInterceptorFuncs(funcs).WithObjects(
+	mapper := apimeta.NewDefaultRESTMapper(nil)
+	for gvk := range clientgoscheme.Scheme.AllKnownTypes() {
+		mapper.Add(gvk, apimeta.RESTScopeNamespace)
+	}
+	mapper.Add(rolloutGVK, apimeta.RESTScopeNamespace)
+	return fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithRESTMapper(mapper).WithInterceptorFuncs(funcs).WithObjects(
+		rollout("canary", "ro-uid"),
+		&appsv1.ReplicaSet{ObjectMeta: meta("canary-6b7c8d9f5", "ro-rs-uid", controllerRef("argoproj.io/v1alpha1", "Rollout", "canary", "ro-uid"))},
+		&appsv1.ReplicaSet{ObjectMeta: meta("retired-5c6d7e8f9", "retired-rs-uid", controllerRef("argoproj.io/v1alpha1", "Rollout", "retired", "retired-uid"))},
+		rollout("renamed", "renamed-new-uid"),
+		&appsv1.ReplicaSet{ObjectMeta: meta("renamed-4b5c6d7e8", "renamed-rs-uid", controllerRef("argoproj.io/v1alpha1", "Rollout", "renamed", "renamed-old-uid"))},
+		&appsv1.ReplicaSet{ObjectMeta: meta("pretender-3a4b5c6d7", "pretender-rs-uid", controllerRef("evil.example/v1alpha1", "Rollout", "canary", "ro-uid"))},
 		&appsv1.Deployment{ObjectMeta: meta("web", "dep-uid", nil)},
 		&appsv1.ReplicaSet{ObjectMeta: meta("web-7d9f8c6b5", "rs-uid", controllerRef("apps/v1", "Deployment", "web", "dep-uid"))},
 		&appsv1.ReplicaSet{ObjectMeta: meta("lonely", "lonely-uid", nil)},
@@ -74,6 +102,19 @@ func TestVerifyOwnerAttributesOnlyThroughRealOwners(t *testing.T) {
 			ref("apps/v1", "Deployment", "web", "dep-uid"), verdict{wl: deployment, final: true}},
 		{"a Job of a CronJob: the CronJob's report",
 			ref("batch/v1", "Job", "nightly-29000000", "job-uid"), verdict{wl: workload{APIVersion: "batch/v1", Kind: "CronJob", Name: "nightly", UID: "cj-uid"}, final: true}},
+		{"a ReplicaSet of an Argo Rollout, both with the UIDs named: the Rollout's report",
+			ref("apps/v1", "ReplicaSet", "canary-6b7c8d9f5", "ro-rs-uid"), verdict{wl: workload{APIVersion: "argoproj.io/v1alpha1", Kind: "Rollout", Name: "canary", UID: "ro-uid"}, final: true}},
+		{"a Rollout's ReplicaSet with another UID (forged): unverified",
+			ref("apps/v1", "ReplicaSet", "canary-6b7c8d9f5", "forged"), verdict{skip: SkipOwnerUnverified, final: true}},
+		{"a real ReplicaSet whose Rollout is gone: the report went with it",
+			ref("apps/v1", "ReplicaSet", "retired-5c6d7e8f9", "retired-rs-uid"), verdict{skip: SkipNoWorkload, final: true}},
+		{"a real ReplicaSet of a Rollout since replaced by another of its name: not the new one's",
+			ref("apps/v1", "ReplicaSet", "renamed-4b5c6d7e8", "renamed-rs-uid"), verdict{skip: SkipNoWorkload, final: true}},
+		{"a ReplicaSet whose controller is a Rollout of another group: its own report",
+			ref("apps/v1", "ReplicaSet", "pretender-3a4b5c6d7", "pretender-rs-uid"),
+			verdict{wl: workload{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "pretender-3a4b5c6d7", UID: "pretender-rs-uid"}, final: true}},
+		{"the Rollout named directly with its UID: the Rollout",
+			ref("argoproj.io/v1alpha1", "Rollout", "canary", "ro-uid"), verdict{wl: workload{APIVersion: "argoproj.io/v1alpha1", Kind: "Rollout", Name: "canary", UID: "ro-uid"}, final: true}},
 		{"a kind the API server does not serve: unverified",
 			ref("evil.example/v1", "Puppet", "web", "x"), verdict{skip: SkipOwnerUnverified, final: true}},
 		{"an API version that does not parse: unverified",

@@ -52,8 +52,8 @@ const (
 	maxExecRead = 16
 	// maxHeadersRead bounds an httpGet's headers (compared, never used).
 	maxHeadersRead = 8
-	// maxEnvRead bounds the environment entries kept of istio-proxy: the
-	// three that shape its exit, repeated at most this often.
+	// maxEnvRead bounds the environment entries kept of a container: of
+	// the few graceguard reads (mutate.EnvRead), the last this many.
 	maxEnvRead = 8
 )
 
@@ -404,8 +404,8 @@ func (r *jsonReader) ports() ([]corev1.ContainerPort, error) {
 	return out, nil
 }
 
-// env keeps the entries of a container's environment that shape
-// istio-proxy's exit (pkg/mutate/mesh.go reads them only there): the last
+// env keeps the entries of a container's environment graceguard reads
+// (mutate.EnvRead: istio-proxy's exit, Knative's queue-proxy): the last
 // maxEnvRead of them, in order. env is most of a big Pod's bytes; none of
 // the rest is kept.
 func (r *jsonReader) env() ([]corev1.EnvVar, error) {
@@ -423,7 +423,7 @@ func (r *jsonReader) env() ([]corev1.EnvVar, error) {
 			switch string(name) {
 			case "name":
 				if v.Kind() == '"' {
-					e.Name, keep = istioExitEnv(r.unquoteName(v))
+					e.Name, keep = envRead(r.unquoteName(v))
 				}
 			case "value":
 				if v.Kind() == '"' {
@@ -451,10 +451,10 @@ func (r *jsonReader) env() ([]corev1.EnvVar, error) {
 	return out, err
 }
 
-// istioExitEnv returns name as a string when it is one of the environment
-// variables that shape istio-proxy's exit.
-func istioExitEnv(name []byte) (string, bool) {
-	for _, n := range mutate.IstioExitEnv {
+// envRead returns name as a string when it is one of the environment
+// variables graceguard reads.
+func envRead(name []byte) (string, bool) {
+	for _, n := range mutate.EnvRead {
 		if string(name) == n {
 			return n, true
 		}

@@ -106,7 +106,7 @@ func projectSpec(full corev1.PodSpec) corev1.PodSpec {
 				ReadinessProbe: projectProbe(c.ReadinessProbe), LivenessProbe: projectProbe(c.LivenessProbe), StartupProbe: projectProbe(c.StartupProbe),
 				RestartPolicy: c.RestartPolicy}
 			for _, e := range c.Env {
-				if slices.Contains(mutate.IstioExitEnv, e.Name) {
+				if slices.Contains(mutate.EnvRead, e.Name) {
 					out[i].Env = append(out[i].Env, corev1.EnvVar{Name: e.Name, Value: e.Value})
 				}
 			}

@@ -181,7 +181,7 @@ func keysOf() []string {
 	for _, k := range mutate.Keys {
 		out = append(out, k.Name)
 	}
-	out = append(out, mutate.IstioExitEnv...)
+	out = append(out, mutate.EnvRead...)
 	return out
 }
 

@@ -47,9 +47,9 @@ var cronJobSuffix = regexp.MustCompile(`^(.+)-[0-9]+$`)
 
 // ReportNames are the names of the report a Pod's workload has, most
 // likely first, read from the Pod alone: its controller, and for a
-// ReplicaSet the Deployment whose name it extends with the Pod's
-// pod-template-hash, for a Job the CronJob whose name it extends with the
-// scheduled minute.
+// ReplicaSet the Deployment (or Argo Rollout) whose name it extends with
+// the Pod's pod-template-hash (rollouts-pod-template-hash), for a Job the
+// CronJob whose name it extends with the scheduled minute.
 func ReportNames(pod *corev1.Pod) []string {
 	ref := metav1.GetControllerOf(pod)
 	if ref == nil {
@@ -60,6 +60,10 @@ func ReportNames(pod *corev1.Pod) []string {
 	case "ReplicaSet":
 		if h := pod.Labels[mutate.LabelPodTemplateHash]; h != "" && strings.HasSuffix(ref.Name, "-"+h) {
 			names = append(names, v1alpha1.ReportName("Deployment", strings.TrimSuffix(ref.Name, "-"+h)))
+		} else if h := pod.Labels[mutate.LabelRolloutsPodTemplateHash]; h != "" && strings.HasSuffix(ref.Name, "-"+h) {
+			// An Argo Rollout's: the observer files its samples under
+			// the Rollout (pkg/observer/owner.go).
+			names = append(names, v1alpha1.ReportName("Rollout", strings.TrimSuffix(ref.Name, "-"+h)))
 		}
 	case "Job":
 		if m := cronJobSuffix.FindStringSubmatch(ref.Name); m != nil {

@@ -28,6 +28,7 @@ var mutateReads = []apiField{
 	{"k8s.io/api/core/v1", "EphemeralContainerCommon", "Name"},
 	{"k8s.io/api/core/v1", "ExecAction", "Command"},
 	{"k8s.io/api/core/v1", "HTTPGetAction", "Path"},
+	{"k8s.io/api/core/v1", "HTTPGetAction", "Port"},
 	{"k8s.io/api/core/v1", "Lifecycle", "PreStop"},
 	{"k8s.io/api/core/v1", "Lifecycle", "StopSignal"},
 	{"k8s.io/api/core/v1", "LifecycleHandler", "Exec"},

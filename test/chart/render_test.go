@@ -1148,7 +1148,8 @@ func TestNativeFloor(t *testing.T) {
 }
 
 // Argo Rollouts' Rollouts are registered with the workload webhook and the
-// native floor, and the observer may list them for its reports, only where
+// native floor, and the observer may get them (to verify a ReplicaSet's
+// owner) and list them for its reports, only where
 // the API server serves the CRD (helm's .Capabilities; `helm template
 // --api-versions argoproj.io/v1alpha1/Rollout`), unless
 // webhooks.validateWorkloads.argoRollouts forces it on or off.
@@ -1157,17 +1158,19 @@ func TestArgoRolloutsRule(t *testing.T) {
 	for _, c := range []struct {
 		value       string // webhooks.validateWorkloads.argoRollouts, "" for the default
 		apiVersions []string
+		reports     bool
 		want        bool
 	}{
-		{"", nil, false},
-		{"", []string{served}, true},
-		{"auto", []string{"argoproj.io/v1alpha1"}, false}, // another kind of the group
-		{"always", nil, true},
-		{"never", []string{served}, false},
+		{"", nil, true, false},
+		{"", []string{served}, true, true},
+		{"", []string{served}, false, true},
+		{"auto", []string{"argoproj.io/v1alpha1"}, true, false}, // another kind of the group
+		{"always", nil, true, true},
+		{"never", []string{served}, true, false},
 	} {
-		name := fmt.Sprintf("%s %v", cmp.Or(c.value, "default"), c.apiVersions)
+		name := fmt.Sprintf("%s %v reports=%v", cmp.Or(c.value, "default"), c.apiVersions, c.reports)
 		t.Run(name, func(t *testing.T) {
-			y := "reports: {enabled: true}\n"
+			y := fmt.Sprintf("reports: {enabled: %v}\n", c.reports)
 			if c.value != "" {
 				y += "webhooks: {validateWorkloads: {argoRollouts: " + c.value + "}}\n"
 			}
@@ -1195,13 +1198,20 @@ func TestArgoRolloutsRule(t *testing.T) {
 				}
 			}
 			role := get[*rbacv1.ClusterRole](t, r, "ClusterRole", fullname+"-observer")
+			var verbs []string
 			for _, x := range role.Rules {
 				if has(x.APIGroups, x.Resources) {
 					rbac = true
-					if !slices.Equal(x.Verbs, []string{"list"}) {
-						t.Errorf("observer may %v rollouts, want list only", x.Verbs)
-					}
+					verbs = append(verbs, x.Verbs...)
 				}
+			}
+			slices.Sort(verbs)
+			wantVerbs := []string{"get"}
+			if c.reports {
+				wantVerbs = []string{"get", "list"}
+			}
+			if rbac && !slices.Equal(verbs, wantVerbs) {
+				t.Errorf("observer may %v rollouts, want %v", verbs, wantVerbs)
 			}
 			if hook != c.want || floor != c.want || rbac != c.want {
 				t.Errorf("Rollouts in the webhook's rules %v, the floor's %v, the observer's ClusterRole %v; want %v", hook, floor, rbac, c.want)

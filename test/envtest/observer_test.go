@@ -3,6 +3,7 @@ package envtest_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -491,6 +492,38 @@ spec:
 		Expect(evs.Items).To(BeEmpty(), "no ShutdownKilled event on the Deployment")
 	})
 
+	It("files an Argo Rollout's Pods under the Rollout's report, through Argo's real CRD", func(ctx SpecContext) {
+		shop := optedIn(ctx, "rollout-owner")
+		kl := kubelet{shop}
+		rollouts := schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"}
+		ro := &unstructured.Unstructured{}
+		Expect(json.Unmarshal([]byte(`{"apiVersion":"argoproj.io/v1alpha1","kind":"Rollout","metadata":{"name":"canary"},`+
+			`"spec":{"replicas":1,"selector":{"matchLabels":{"app":"canary"}},"strategy":{"canary":{"steps":[{"setWeight":50}]}},`+
+			`"template":{"metadata":{"labels":{"app":"canary"}},"spec":{"containers":[{"name":"app","image":"registry.local/app:1"}]}}}}`), &ro.Object)).To(Succeed())
+		ro = must(dyn.Resource(rollouts).Namespace(shop).Create(ctx, ro, metav1.CreateOptions{}))
+		rsLabels := map[string]string{"app": "canary", mutate.LabelRolloutsPodTemplateHash: "6b7c8d9f5"}
+		rs := must(kube.AppsV1().ReplicaSets(shop).Create(ctx, &appsv1.ReplicaSet{
+			ObjectMeta: metav1.ObjectMeta{Name: "canary-6b7c8d9f5", Labels: rsLabels, OwnerReferences: []metav1.OwnerReference{ownerRef("argoproj.io/v1alpha1", "Rollout", "canary", ro.GetUID())}},
+			Spec: appsv1.ReplicaSetSpec{Selector: &metav1.LabelSelector{MatchLabels: rsLabels}, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: rsLabels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.local/app:1"}}},
+			}},
+		}, metav1.CreateOptions{}))
+
+		By("a Pod of the Rollout's ReplicaSet, drained cleanly: the Rollout's report, owned by the Rollout")
+		p := ownedPod(ctx, shop, "canary-6b7c8d9f5-a1b2c", rsLabels, nil, ownerRef("apps/v1", "ReplicaSet", rs.Name, rs.UID))
+		kl.run(ctx, p)
+		kl.shutdown(ctx, p, 0, "Completed", 3*time.Second, false)
+		Eventually(func(g Gomega) {
+			r := report(ctx, shop, "rollout-canary")(g)
+			g.Expect(r.Status.Observed).To(Equal(int64(1)))
+			g.Expect(r.Spec.Workload).To(Equal(v1alpha1.WorkloadReference{APIVersion: "argoproj.io/v1alpha1", Kind: "Rollout", Name: "canary"}))
+			g.Expect(r.OwnerReferences).To(ContainElement(HaveField("UID", ro.GetUID())))
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		all := must(dyn.Resource(reportsGVR).Namespace(shop).List(ctx, metav1.ListOptions{}))
+		Expect(all.Items).To(HaveLen(1), "no report of the ReplicaSet's own")
+	})
+
 	It("records a Pod with a 1 MiB preStop exec and a 250 KiB budget with bounded fields", func(ctx SpecContext) {
 		big := newNamespace(ctx, "big", map[string]string{mutate.LabelInject: mutate.LabelInjectEnabled, mutate.LabelMode: string(mutate.ModeWarn)}, nil)
 		kl := kubelet{big}
@@ -609,5 +642,29 @@ var _ = Describe("graceguard.io/max-work: auto", func() {
 		p = autoPod("other-1", "other-7c9d", "7c9d", nil)
 		Expect(budgetOf(p)).To(Equal([]any{"routing=5s work=20s cleanup=2s margin=3s grace=30s", int64(30)}))
 		Expect(w.Warnings()).To(ContainElement("metadata.annotations[graceguard.io/max-work]: auto is 20s: the floor, no shutdown report yet (ceiling 2m)"))
+	})
+
+	It("finds an Argo Rollout's report from its Pod's rollouts-pod-template-hash", func(ctx SpecContext) {
+		ns := optedIn(ctx, "auto-rollout")
+		w := newWarningClient()
+		r := must(dyn.Resource(reportsGVR).Namespace(ns).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "graceguard.io/v1alpha1", "kind": "ShutdownReport",
+			"metadata": map[string]any{"name": "rollout-canary", "namespace": ns},
+			"spec":     map[string]any{"workload": map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout", "name": "canary"}},
+		}}, metav1.CreateOptions{}))
+		r.Object["status"] = map[string]any{
+			"observed":       int64(9),
+			"summary":        map[string]any{"samples": int64(9), "kills": int64(0), "hookFailures": int64(0)},
+			"recommendation": map[string]any{"maxWork": "24s", "grace": int64(0), "enough": true, "reason": "test"},
+		}
+		must(dyn.Resource(reportsGVR).Namespace(ns).UpdateStatus(ctx, r, metav1.UpdateOptions{}))
+
+		p := pod("canary-6b7c8d9f5-x1", map[string]string{mutate.AnnotationMaxWork: mutate.MaxWorkAuto})
+		p.Labels = map[string]string{"app": "canary", mutate.LabelRolloutsPodTemplateHash: "6b7c8d9f5"}
+		yes := true
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "canary-6b7c8d9f5", UID: "5e1c0a9b-6d7f-4e2a-9b3c-1f0e2d3c4b5a", Controller: &yes}}
+		p = must(w.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}))
+		Expect(p.Annotations[mutate.AnnotationBudget]).To(Equal("routing=5s work=24s cleanup=2s margin=3s grace=34s"))
+		Expect(w.Warnings()).To(ContainElement(ContainSubstring("auto is 24s: observed in 9 shutdowns")))
 	})
 })
