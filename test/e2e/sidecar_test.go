@@ -45,7 +45,7 @@ const (
 )
 
 func dbSidecar(ctx context.Context) {
-	s := &evidence.DBSidecar{Started: ev.Started, Commit: ev.Env.GitCommit, Sidecar: sidecarName, Listen: sidecarListen,
+	s := &evidence.DBSidecar{Started: ev.Started, Env: ev.Env, Sidecar: sidecarName, Listen: sidecarListen,
 		Replicas: sidecarReplicas, RouterLag: evidence.S(routerLag), Rate: sidecarRate, Work: evidence.S(sidecarWork),
 		ClientTimeout: evidence.S(sidecarTimeout), Strategy: "RollingUpdate maxSurge=1 maxUnavailable=0"}
 	evMu.Lock()

@@ -607,10 +607,10 @@ type DegradeArm struct {
 // without --max-sigterm-delay). Both arms are opted in with the same
 // budget; arm A names the sidecar in graceguard.io/sidecars.
 type DBSidecar struct {
-	// Started and Commit are the run's that recorded the scenario: a page
-	// may show it beside a full run of another commit.
+	// Started and Env are the run's that recorded the scenario: a page
+	// may show it beside a full run of another commit and other images.
 	Started time.Time `json:"started"`
-	Commit  string    `json:"commit"`
+	Env     Env       `json:"env"`
 	// Sidecar is the proxy container's name, Listen where the app reaches
 	// it; Annotations are both arms' template annotations, but
 	// graceguard.io/sidecars ("key: value").

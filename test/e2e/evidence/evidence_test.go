@@ -472,7 +472,7 @@ func TestRendersTheDegradeScenario(t *testing.T) {
 func TestRendersTheDBSidecarScenario(t *testing.T) {
 	ran := time.Date(2026, 12, 7, 19, 5, 0, 0, time.UTC)
 	one, three, twelve := 1, 3, 12
-	r := &Run{Schema: Schema, Started: ran, Env: Env{GitCommit: "abc"}, DBSidecar: &DBSidecar{Started: ran, Commit: "abc",
+	r := &Run{Schema: Schema, Started: ran, Env: Env{GitCommit: "abc"}, DBSidecar: &DBSidecar{Started: ran, Env: Env{GitCommit: "abc", Kubernetes: "v1.37.2", DrainappImage: "registry.local/drainapp:e2e", DrainappDigest: "sha256:d"},
 		Sidecar: "db-proxy", Listen: "127.0.0.1:5432", Annotations: []string{"graceguard.io/max-work: 8s", "graceguard.io/routing-delay: 5s"},
 		Replicas: 3, Strategy: "RollingUpdate maxSurge=1 maxUnavailable=0", RouterLag: 2, Rate: 20, Work: 6, ClientTimeout: 16,
 		Arms: []*SidecarArm{
@@ -507,7 +507,13 @@ func TestRendersTheDBSidecarScenario(t *testing.T) {
 	// Recorded by a focused run and shown beside a full run of another
 	// commit: the section says so.
 	r.Started, r.Env.GitCommit = ran.Add(-time.Hour), "def"
-	if md := Markdown(r, "."); !strings.Contains(md, "Recorded by a run of its own, not the run above: 2026-12-07 19:05 UTC, commit abc") {
-		t.Errorf("the scenario of another run does not say so:\n%s", md)
+	md = Markdown(r, ".")
+	for _, want := range []string{
+		"Recorded by a run of its own, not the run above: 2026-12-07 19:05 UTC, commit abc; Kubernetes v1.37.2",
+		"`registry.local/drainapp:e2e` (sha256:d)",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the scenario of another run does not say so (%q):\n%s", want, md)
+		}
 	}
 }
