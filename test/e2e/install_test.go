@@ -290,6 +290,11 @@ var _ = Describe("graceguard on a real node", Ordered, ContinueOnFailure, func()
 		requireInstalled()
 		degrade(ctx)
 	}, NodeTimeout(25*time.Minute))
+
+	It("16. a database proxy sidecar: none lost in a rollout under load when graceguard.io/sidecars names it, lost when it exits with the app", func(ctx SpecContext) {
+		requireInstalled()
+		dbSidecar(ctx)
+	}, NodeTimeout(10*time.Minute))
 })
 
 // certMountTimes reads, from each webhook replica's log, when its rotator

@@ -93,11 +93,24 @@ func rollout(ctx context.Context) {
 	Expect(ro.Checks.Failed()).To(BeEmpty())
 }
 
+// armLoad is the load runArmWith sends: rate requests/s, open loop, of
+// work each, with a client timeout.
+type armLoad struct {
+	rate          int
+	work, timeout time.Duration
+}
+
 // runArm sends load through the router to the arm's Deployment "web",
 // disrupts it (a rollout restart, a node drain) and, once the router follows
 // the new Pods, tells what the clients saw. disrupt returns when every old
 // Pod is replaced.
 func runArm(ctx context.Context, arm *evidence.Arm, disrupt func()) {
+	GinkgoHelper()
+	runArmWith(ctx, arm, armLoad{rate: rolloutRate, work: rolloutWork, timeout: rolloutTimeout}, disrupt)
+}
+
+// runArmWith is runArm with a load of its own.
+func runArmWith(ctx context.Context, arm *evidence.Arm, l armLoad, disrupt func()) {
 	GinkgoHelper()
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -111,7 +124,7 @@ func runArm(ctx context.Context, arm *evidence.Arm, disrupt func()) {
 	arm.PreStop, arm.Grace, arm.Budget = preStopString(c), grace(&old[0]), old[0].Annotations[budgetKey]
 
 	start := time.Now()
-	ld := startLoad(rctx, r, rolloutRate, rolloutWork, newClient(rolloutTimeout))
+	ld := startLoad(rctx, r, l.rate, l.work, newClient(l.timeout))
 	time.Sleep(baseline)
 	restart := time.Now()
 	disrupt()
@@ -152,6 +165,9 @@ func runArm(ctx context.Context, arm *evidence.Arm, disrupt func()) {
 		if key := res.endpoint + "/" + k; seen[key] < 2 && len(arm.Samples) < 24 {
 			seen[key]++
 			detail := fmt.Sprintf("HTTP %d", res.code)
+			if res.body != "" {
+				detail += " " + res.body
+			}
 			if res.err != nil {
 				detail = trimErr(res.err)
 			}

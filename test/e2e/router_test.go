@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -119,7 +120,9 @@ type loadResult struct {
 	at       time.Time
 	endpoint string
 	code     int
-	err      error
+	// body is a failed answer's, trimmed (the app says why it failed).
+	body string
+	err  error
 }
 
 // kind is "" for a success, else the failure class.
@@ -177,7 +180,14 @@ func startLoadOn(ctx context.Context, r *router, port int, rate int, work time.D
 				go func() {
 					defer l.wg.Done()
 					res := get(ctx, client, fmt.Sprintf("http://%s:%d/work?seconds=%g", ip, port, work.Seconds()))
-					l.add(loadResult{at: now, endpoint: ip, code: res.code, err: res.err})
+					lr := loadResult{at: now, endpoint: ip, code: res.code, err: res.err}
+					if res.err == nil && res.code != http.StatusOK {
+						lr.body = strings.TrimSpace(res.body)
+						if len(lr.body) > 160 {
+							lr.body = lr.body[:160] + "..."
+						}
+					}
+					l.add(lr)
 				}()
 			}
 		}

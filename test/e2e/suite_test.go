@@ -81,6 +81,10 @@ const (
 	nsDrainB = "gg-e2e-drain-b"
 	// Scenario 15: the rollouts while graceguard is down or starved.
 	nsDegrade = "gg-e2e-degrade"
+	// Scenario 16: the app and its database proxy sidecar, named in
+	// graceguard.io/sidecars (a) and not (b); both opted in.
+	nsSidecarA = "gg-e2e-sidecar-a"
+	nsSidecarB = "gg-e2e-sidecar-b"
 
 	optInLabel = "graceguard.io/inject"
 )
@@ -90,7 +94,8 @@ var testNamespaces = []struct {
 	optedIn bool
 }{{nsLab, true}, {nsControl, false}, {nsRollA, true}, {nsRollB, false}, {nsHookA, true}, {nsHookB, false}, {nsChurn, true}, {nsMesh, true}, {nsTune, true}, {nsNative, true},
 	{nsHostile, true}, {nsHostileOut, false}, {nsSteady, true}, {nsBroken, true}, {nsQueue, true},
-	{nsIngress, false}, {nsIngressA, true}, {nsIngressB, false}, {nsDrainA, true}, {nsDrainB, false}, {nsDegrade, true}}
+	{nsIngress, false}, {nsIngressA, true}, {nsIngressB, false}, {nsDrainA, true}, {nsDrainB, false}, {nsDegrade, true},
+	{nsSidecarA, true}, {nsSidecarB, true}}
 
 var (
 	cl       *cluster.Cluster

@@ -97,6 +97,7 @@ type Run struct {
 	Ingress     *Ingress     `json:"realIngress,omitempty"`
 	Drain       *Drain       `json:"nodeDrain,omitempty"`
 	Degrade     *Degrade     `json:"degrade,omitempty"`
+	DBSidecar   *DBSidecar   `json:"databaseSidecar,omitempty"`
 }
 
 // Env is what the run ran on.
@@ -599,6 +600,69 @@ type DegradeArm struct {
 	Alert string `json:"alert,omitempty"`
 }
 
+// DBSidecar is scenario 16 (issue 43): an app that reaches its database
+// through a proxy sidecar on localhost for every request (a new connection
+// each), restarted under load behind the router. The sidecar is
+// test/images/tcpproxy, which exits at once on SIGTERM (cloud-sql-proxy
+// without --max-sigterm-delay). Both arms are opted in with the same
+// budget; arm A names the sidecar in graceguard.io/sidecars.
+type DBSidecar struct {
+	// Started and Env are the run's that recorded the scenario: a page
+	// may show it beside a full run of another commit and other images.
+	Started time.Time `json:"started"`
+	Env     Env       `json:"env"`
+	// Sidecar is the proxy container's name, Listen where the app reaches
+	// it; Annotations are both arms' template annotations, but
+	// graceguard.io/sidecars ("key: value").
+	Sidecar     string   `json:"sidecarContainer"`
+	Listen      string   `json:"listen"`
+	Annotations []string `json:"templateAnnotations"`
+	Replicas    int      `json:"replicas"`
+	Strategy    string   `json:"strategy"`
+	// The load, as scenario 3's; Work is spent at the database, through
+	// the sidecar.
+	RouterLag     Secs          `json:"routerLagSeconds"`
+	Rate          int           `json:"requestsPerSecond"`
+	Work          Secs          `json:"workSeconds"`
+	ClientTimeout Secs          `json:"clientTimeoutSeconds"`
+	Arms          []*SidecarArm `json:"arms"`
+	Checks        Checks        `json:"checks"`
+}
+
+// SidecarArm is one Deployment of scenario 16 restarted under load: what
+// the clients saw (Arm, whose PreStop is the app's), and how its old Pods
+// shut down.
+type SidecarArm struct {
+	Arm
+	// Named is graceguard.io/sidecars, "" when unset; Backend the
+	// database's address (its Pod IP) the sidecar relays to.
+	Named          string       `json:"sidecarsAnnotation"`
+	Backend        string       `json:"backend"`
+	SidecarPreStop string       `json:"sidecarPreStop"`
+	Pods           []SidecarPod `json:"oldPods"`
+}
+
+// SidecarPod is one old Pod's shutdown as its app and its sidecar logged
+// it; moments are seconds after the app's SIGTERM.
+type SidecarPod struct {
+	Pod string `json:"pod"`
+	// AppActive is the app's admitted work at its SIGTERM; AppDone its
+	// shutdown_complete.
+	AppActive *int `json:"appActiveAtSigterm"`
+	AppDone   At   `json:"appShutdownComplete"`
+	// SidecarSIGTERM is when the sidecar logged SIGTERM, SidecarActive
+	// the connections open through it then.
+	SidecarSIGTERM At   `json:"sidecarSigterm"`
+	SidecarActive  *int `json:"sidecarOpenAtSigterm"`
+	// BackendFailed counts the app's backend_failed lines: database calls
+	// it saw cut.
+	BackendFailed int `json:"backendFailed"`
+	// AppLogEnded and SidecarLogEnded: each log was read until its
+	// container exited.
+	AppLogEnded     bool `json:"appLogEnded"`
+	SidecarLogEnded bool `json:"sidecarLogEnded"`
+}
+
 // PodNode is where a Pod ran.
 type PodNode struct {
 	Pod  string `json:"pod"`
@@ -1060,6 +1124,10 @@ func (r *Run) scenarios() []scenario {
 	// Runs from before this scenario existed have no such row.
 	if r.Degrade != nil {
 		add("degrade", "15. graceguard down or starved during a rollout", true, r.Degrade.Checks)
+	}
+	// Runs from before this scenario existed have no such row.
+	if r.DBSidecar != nil {
+		add("db-sidecar", "16. A database proxy sidecar named in graceguard.io/sidecars", true, r.DBSidecar.Checks)
 	}
 	return out
 }

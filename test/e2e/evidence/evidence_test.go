@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // testdata/run.json is the evidence of a real run (make e2e).
@@ -464,6 +465,55 @@ func TestRendersTheDegradeScenario(t *testing.T) {
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the degrade scenario renders without %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestRendersTheDBSidecarScenario(t *testing.T) {
+	ran := time.Date(2026, 12, 7, 19, 5, 0, 0, time.UTC)
+	one, three, twelve := 1, 3, 12
+	r := &Run{Schema: Schema, Started: ran, Env: Env{GitCommit: "abc"}, DBSidecar: &DBSidecar{Started: ran, Env: Env{GitCommit: "abc", Kubernetes: "v1.37.2", DrainappImage: "registry.local/drainapp:e2e", DrainappDigest: "sha256:d"},
+		Sidecar: "db-proxy", Listen: "127.0.0.1:5432", Annotations: []string{"graceguard.io/max-work: 8s", "graceguard.io/routing-delay: 5s"},
+		Replicas: 3, Strategy: "RollingUpdate maxSurge=1 maxUnavailable=0", RouterLag: 2, Rate: 20, Work: 6, ClientTimeout: 16,
+		Arms: []*SidecarArm{
+			{Arm: Arm{Name: "A: named", Namespace: "gg-e2e-sidecar-a", OptedIn: true, PreStop: "sleep 5s", Grace: 18, Budget: "routing=5s grace=18s",
+				Sent: 700, Succeeded: 700, Rollout: 30, Load: 40}, Named: "db-proxy", SidecarPreStop: "sleep 15s",
+				Pods: []SidecarPod{{Pod: "web-a", AppActive: &three, AppDone: AtOf(2500 * time.Millisecond), SidecarSIGTERM: AtOf(9 * time.Second), SidecarActive: new(int)}}},
+			{Arm: Arm{Name: "B: not named", Namespace: "gg-e2e-sidecar-b", OptedIn: true, PreStop: "sleep 5s", Grace: 18,
+				Sent: 690, Succeeded: 650, Failed: 40, ByKind: map[string]int{"http_502": 40}, Rollout: 25, Load: 35,
+				Samples: []Failure{{At: 7.5, Endpoint: "10.244.0.9", Kind: "http_502", Detail: `HTTP 502 {"reason":"backend"}`}}}, SidecarPreStop: "sleep 5s",
+				Pods: []SidecarPod{{Pod: "web-b", AppActive: &twelve, AppDone: AtOf(20 * time.Millisecond), BackendFailed: 12, SidecarSIGTERM: AtOf(3 * time.Millisecond), SidecarActive: &one}}},
+		}}}
+	r.DBSidecar.Checks.Add("A: no failed request", "0 failed", true, "0 failed of 700 (none)")
+	md := Markdown(r, ".")
+	for _, want := range []string{
+		"| 16. A database proxy sidecar named in graceguard.io/sidecars | passed | A: named: 0 of 700 failed, the sidecar's preStop sleep 15s; " +
+			"B: not named: 40 of 690 failed, the sidecar's preStop sleep 5s |",
+		"## 16. A database proxy sidecar named in graceguard.io/sidecars (issue 43)",
+		"opted in with `graceguard.io/max-work: 8s`, `graceguard.io/routing-delay: 5s`, is restarted",
+		"| A: named | `db-proxy` | preStop sleep 5s, grace 18; `routing=5s grace=18s` | sleep 15s | 700 | 700 | 0 | none | 30.0 s | 40.0 s |",
+		"| B: not named | unset | preStop sleep 5s, grace 18 | sleep 5s | 690 | 650 | 40 | http_502 40 | 25.0 s | 35.0 s |",
+		"| A: named | `web-a` | 3 | 2.50 s | 0 | 9.00 s | 0 |",
+		"| B: not named | `web-b` | 12 | 0.02 s | 12 | 0.00 s | 1 |",
+		"| 7.50 s | 10.244.0.9 | http_502 | HTTP 502 {\"reason\":\"backend\"} |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the sidecar scenario renders without %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "Recorded by a run of its own") {
+		t.Error("the scenario of the page's own run is said to come from another run")
+	}
+	// Recorded by a focused run and shown beside a full run of another
+	// commit: the section says so.
+	r.Started, r.Env.GitCommit = ran.Add(-time.Hour), "def"
+	md = Markdown(r, ".")
+	for _, want := range []string{
+		"Recorded by a run of its own, not the run above: 2026-12-07 19:05 UTC, commit abc; Kubernetes v1.37.2",
+		"`registry.local/drainapp:e2e` (sha256:d)",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the scenario of another run does not say so (%q):\n%s", want, md)
 		}
 	}
 }

@@ -118,6 +118,13 @@ var pageFuncs = template.FuncMap{
 	"count":     count,
 	"cpu":       cpuTime,
 	"quotes":    quoteList,
+	// num is a count that may not have been observed.
+	"num": func(n *int) string {
+		if n == nil {
+			return "not observed"
+		}
+		return fmt.Sprint(*n)
+	},
 	// value is a moment the template has already found observed.
 	"value": func(a At) Secs { return *a },
 }

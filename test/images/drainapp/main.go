@@ -16,7 +16,8 @@
 // the node's clock) and "event":
 //
 //	listening, work_started {id, seconds}, work_completed {id},
-//	work_rejected {active}, sigterm {active}, shutdown_complete {admitted, rejected}
+//	backend_failed {id, error}, work_rejected {active}, sigterm {active},
+//	shutdown_complete {admitted, rejected}
 //
 // Admission is one critical section: a request either joins the active
 // work before draining begins or is rejected after; never both, never
@@ -25,6 +26,16 @@
 // done, then closes the listener, logs shutdown_complete and exits 0. It has
 // no drain deadline of its own: the Pod's grace period is the only bound
 // (the e2e control arm relies on that to show a cut request).
+//
+// With $BACKEND set (host:port), the app is the client of a backend it
+// reaches through that address, as an app reaches its database through a
+// proxy sidecar on localhost (test/e2e scenario 16): each admitted /work
+// opens a new TCP connection to $BACKEND and spends its N seconds there, as
+// GET /work?seconds=N of another drainapp. It answers 200 only when the
+// backend answered 200 {"completed":true}; otherwise 502
+// {"reason":"backend","error":...} and logs backend_failed {id, error}
+// instead of work_completed. Draining is unchanged: admitted work runs on
+// after SIGTERM, so it still needs the backend's connection then.
 //
 // The image is a static binary without a shell, so it is also its own
 // `sleep` for exec preStop hooks: run as `sleep N` (argv0 trick: the image
@@ -37,6 +48,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -121,6 +133,9 @@ func (l *logger) log(event string, kv ...any) {
 // app holds the admission state: one lock guards draining and the counters.
 type app struct {
 	log *logger
+	// backend is $BACKEND: where each unit of work is done, through a new
+	// connection; "" does the work here.
+	backend string
 
 	mu       sync.Mutex
 	draining bool
@@ -198,12 +213,50 @@ func (a *app) work(w http.ResponseWriter, r *http.Request) {
 	// The counter is released however the handler ends.
 	defer a.done()
 	a.log.log("work_started", "id", id, "seconds", secs)
-	time.Sleep(time.Duration(secs * float64(time.Second)))
-	writeJSON(w, http.StatusOK, map[string]any{"completed": true, "id": id, "pod": a.log.pod})
+	answer := map[string]any{"completed": true, "id": id, "pod": a.log.pod}
+	if a.backend == "" {
+		time.Sleep(time.Duration(secs * float64(time.Second)))
+	} else {
+		pod, err := a.callBackend(r.Context(), secs)
+		if err != nil {
+			a.log.log("backend_failed", "id", id, "error", err.Error())
+			writeJSON(w, http.StatusBadGateway, map[string]any{"reason": "backend", "error": err.Error(), "id": id, "pod": a.log.pod})
+			return
+		}
+		answer["backend"] = pod
+	}
+	writeJSON(w, http.StatusOK, answer)
 	if f, ok := w.(http.Flusher); ok {
 		f.Flush()
 	}
 	a.log.log("work_completed", "id", id)
+}
+
+// callBackend does secs of work at the backend, over a connection of its
+// own (no keep-alive: a database proxy sees one connection per request),
+// and returns the backend Pod that did it.
+func (a *app) callBackend(ctx context.Context, secs float64) (string, error) {
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/work?seconds=%g", a.backend, secs), nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Completed bool   `json:"completed"`
+		Pod       string `json:"pod"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&body); err != nil {
+		return "", fmt.Errorf("backend answered %d: %w", resp.StatusCode, err)
+	}
+	if resp.StatusCode != http.StatusOK || !body.Completed {
+		return "", fmt.Errorf("backend answered %d", resp.StatusCode)
+	}
+	return body.Pod, nil
 }
 
 func (a *app) ready(w http.ResponseWriter, _ *http.Request) {
@@ -230,7 +283,7 @@ func serve() int {
 	}
 	pod, _ := os.Hostname()
 	lg := &logger{enc: json.NewEncoder(os.Stdout), pod: pod}
-	a := &app{log: lg}
+	a := &app{log: lg, backend: os.Getenv("BACKEND")}
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /work", a.work)
@@ -253,7 +306,11 @@ func serve() int {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	lg.log("listening", "addr", ln.Addr().String())
+	if a.backend != "" {
+		lg.log("listening", "addr", ln.Addr().String(), "backend", a.backend)
+	} else {
+		lg.log("listening", "addr", ln.Addr().String())
+	}
 
 	select {
 	case err := <-errc:

@@ -1,9 +1,11 @@
 // Command tcpproxy is the naive proxy sidecar of the e2e suite
-// (registry.local/tcpproxy:e2e, test/e2e scenario 6): it accepts TCP
-// connections on $LISTEN (default :8081) and relays each, byte for byte, to
-// $TARGET (default 127.0.0.1:8080, the app in the same Pod). It stands in
-// for a mesh proxy that does not drain: on SIGTERM it exits at once, and
-// every connection through it is cut.
+// (registry.local/tcpproxy:e2e): it accepts TCP connections on $LISTEN
+// (default :8081) and relays each, byte for byte, to $TARGET (default
+// 127.0.0.1:8080, the app in the same Pod). In scenario 6 it stands in for
+// a mesh proxy that does not drain; in scenario 16 for a database proxy the
+// app connects out through (LISTEN=127.0.0.1:5432, TARGET the database), as
+// cloud-sql-proxy without --max-sigterm-delay. Either way, on SIGTERM it
+// exits at once, and every connection through it is cut.
 //
 // Every line on stdout is one JSON object with "ts" (RFC 3339, nanoseconds)
 // and "event": listening, sigterm {active}; "active" counts the
