@@ -1,7 +1,8 @@
 // Package config binds the webhook binary's flags: the server's
 // (server.Config, with the cluster defaults of pkg/optionflags), those of
 // `webhook observe` (observer.Config) and those of the Helm hooks' `webhook
-// selftest` and `webhook unregister` (pkg/helmhook). It holds no rule: what
+// selftest` and `webhook unregister` (pkg/helmhook), and `webhook probe`'s
+// (pkg/routingprobe, which reads $POD_NAME itself). It holds no rule: what
 // a value must be is its owner's Validate (server.Config, mutate.Options,
 // webhook.Limits, observer.Config, the helmhook configs), and the flags'
 // names and ranges are
@@ -141,4 +142,21 @@ func UnregisterFlags(c *helmhook.UnregisterConfig) flags.Flags {
 		{Name: flags.HookTimeout.Name, Value: flags.HookTimeout.Value(&c.Timeout),
 			Usage: "give up on the API server after this long"},
 	}, Check: func() error { return c.Validate() }}
+}
+
+// ProbeConfig is `webhook probe`'s: where it listens.
+type ProbeConfig struct {
+	Listen string
+}
+
+// DefaultProbe listens on :8080, as the Pods measure-routing deploys
+// expect.
+func DefaultProbe() ProbeConfig { return ProbeConfig{Listen: ":8080"} }
+
+// ProbeFlags are the flags of `webhook probe`, bound to c.
+func ProbeFlags(c *ProbeConfig) flags.Flags {
+	return flags.Flags{List: []flags.Flag{
+		{Name: flags.ProbeListen.Name, Value: flags.String(&c.Listen),
+			Usage: "answer every HTTP request on this address with the Pod's name ($POD_NAME)"},
+	}, Check: func() error { return flags.ProbeListen.Check(c.Listen) }}
 }
