@@ -6,7 +6,8 @@
 // hooks run (pkg/helmhook): the `helm test` checks and the pre-delete
 // removal of the webhook configurations; `webhook probe` is the Pod
 // `kubectl graceguard measure-routing` deploys (pkg/routingprobe), which
-// answers each request with its name and calls no API server.
+// answers each request with its name and calls no API server, and
+// `webhook measure` the Job of its --in-cluster path.
 package main
 
 import (
@@ -34,6 +35,7 @@ import (
 	"github.com/graceguard/graceguard/pkg/helmhook"
 	"github.com/graceguard/graceguard/pkg/observer"
 	"github.com/graceguard/graceguard/pkg/routingprobe"
+	"github.com/graceguard/graceguard/pkg/routingprobe/kubeprobe"
 	"github.com/graceguard/graceguard/pkg/server"
 )
 
@@ -115,6 +117,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return command{name: "graceguard-webhook probe", what: "routing probe", flags: config.ProbeFlags(&cfg), offline: true,
 			serve: func(ctx context.Context, _ *rest.Config) error {
 				return routingprobe.Serve(ctx, cfg.Listen, os.Getenv("POD_NAME"), probeDrain)
+			}}.run(ctx, args[1:], stdout, stderr)
+	case "measure":
+		// `webhook measure --url=http://probe/ [flags]`: the Job of
+		// `kubectl graceguard measure-routing --in-cluster`. It prints its
+		// progress, then the result the plugin reads from its log.
+		cfg := config.MeasureConfig{Settings: kubeprobe.DefaultSettings(), Namespace: os.Getenv("POD_NAMESPACE")}
+		return command{name: "graceguard-webhook measure", what: "routing measurement", flags: config.MeasureFlags(&cfg), oneShot: true,
+			serve: func(ctx context.Context, rest *rest.Config) error {
+				kube, err := kubernetes.NewForConfig(rest)
+				if err != nil {
+					return err
+				}
+				res, err := kubeprobe.Run(ctx, cfg.Settings, &kubeprobe.Cluster{Kube: kube, Namespace: cfg.Namespace}, stdout)
+				if err != nil {
+					return err
+				}
+				return routingprobe.WriteResult(stdout, res)
 			}}.run(ctx, args[1:], stdout, stderr)
 	}
 	cfg := config.Default()

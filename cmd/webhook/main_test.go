@@ -19,6 +19,7 @@ import (
 
 func TestRun(t *testing.T) {
 	t.Setenv("POD_NAME", "")
+	t.Setenv("POD_NAMESPACE", "")
 	missing := filepath.Join(t.TempDir(), "no-kubeconfig")
 	for _, tc := range []struct {
 		name     string
@@ -158,6 +159,24 @@ func TestRun(t *testing.T) {
 			args:     []string{"probe", "--listen=127.0.0.1:0"},
 			wantCode: exitError,
 			wantOut:  []string{"routing probe stopped", "no Pod name: set POD_NAME"},
+		},
+		{
+			name:     "measure: without a namespace and with a rate out of range exits 2 naming both",
+			args:     []string{"measure", "--url=http://probe/", "--rate=0"},
+			wantCode: exitUsage,
+			wantOut:  []string{"invalid flags:", "--namespace: required: the probe's namespace (or set $POD_NAMESPACE)", "--rate=0: want 1 to 1000 requests per second"},
+		},
+		{
+			name:     "measure: without --url exits 2",
+			args:     []string{"measure", "--namespace=gm"},
+			wantCode: exitUsage,
+			wantOut:  []string{"--url: required: the probe's Service URL"},
+		},
+		{
+			name:     "measure: valid flags without a reachable API server exit 1 with the reason as a sentence",
+			args:     []string{"measure", "--url=http://probe/", "--namespace=gm", "--kubeconfig=" + missing},
+			wantCode: exitError,
+			wantOut:  []string{"graceguard-webhook measure failed: connecting to the API server"},
 		},
 		{
 			name:     "an unknown flag exits 2",

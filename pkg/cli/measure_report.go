@@ -13,18 +13,15 @@ import (
 
 // measureReport is what a finished measure-routing run prints from.
 type measureReport struct {
-	URL      string
+	// Path is what the load went through: the URL, or the Service.
+	Path     string
 	Cluster  string
 	Date     time.Time
 	Replicas int
 	Rate     int
-	Rounds   []routingprobe.Round
-	Samples  []routingprobe.Sample
-	// Skipped counts the requests not sent because too many were waiting
-	// for an answer.
-	Skipped int
-	Margin  time.Duration
-	Profile string
+	Result   routingprobe.Result
+	Margin   time.Duration
+	Profile  string
 }
 
 // writeMeasureReport prints the withdrawals, their statistics and plot,
@@ -33,39 +30,34 @@ type measureReport struct {
 // field for it).
 func writeMeasureReport(w io.Writer, r measureReport) error {
 	var b strings.Builder
-	failed := 0
-	for _, s := range r.Samples {
-		if s.Err != "" {
-			failed++
-		}
-	}
+	rounds, failed := r.Result.Rounds, r.Result.Failed
 	date := r.Date.Format(time.DateOnly)
-	fmt.Fprintf(&b, "Routing withdrawal through %s (cluster %s, %s)\n", r.URL, r.Cluster, date)
+	fmt.Fprintf(&b, "Routing withdrawal through %s (cluster %s, %s)\n", r.Path, r.Cluster, date)
 	fmt.Fprintf(&b, "%s of %d probe Pods at %d requests/s: %d requests sent, %d failed\n\n",
-		plural(len(r.Rounds), "deletion"), r.Replicas, r.Rate, len(r.Samples), failed)
+		plural(len(rounds), "deletion"), r.Replicas, r.Rate, r.Result.Sent, failed)
 
-	st := routingprobe.Summarize(routingprobe.Delays(r.Rounds))
+	st := routingprobe.Summarize(routingprobe.Delays(rounds))
 	fmt.Fprintf(&b, "withdrawal (delete call to the last request the Pod answered): min %s, median %s, p90 %s, max %s\n\n",
 		routingprobe.FormatDelay(st.Min), routingprobe.FormatDelay(st.Median), routingprobe.FormatDelay(st.P90), routingprobe.FormatDelay(st.Max))
 	delay := routingprobe.ProfileDelay(st.Max, r.Margin)
-	if err := routingprobe.Plot(&b, r.Rounds, delay); err != nil {
+	if err := routingprobe.Plot(&b, rounds, delay); err != nil {
 		return err
 	}
-	for _, rd := range r.Rounds {
+	for _, rd := range rounds {
 		if rd.Served == 0 {
 			fmt.Fprintf(&b, "\n%s got no request after its delete call: the path withdrew it before then, or sent it too few requests to tell (raise --rate).\n", rd.Pod)
 			break
 		}
 	}
-	if r.Skipped > 0 {
-		fmt.Fprintf(&b, "\n%s not sent: too many were waiting for an answer (the path is slow; lower --rate).\n", plural(r.Skipped, "request"))
+	if r.Result.Skipped > 0 {
+		fmt.Fprintf(&b, "\n%s not sent: too many were waiting for an answer (the path is slow; lower --rate).\n", plural(r.Result.Skipped, "request"))
 	}
 	if failed > 0 {
 		fmt.Fprintf(&b, "\n%s failed: no probe Pod answered (an error status, a refused or cut connection, a timeout).\n", plural(failed, "request"))
 	}
 
 	source := fmt.Sprintf("kubectl graceguard measure-routing, cluster %s, %s, path %s, %s, %d requests",
-		r.Cluster, date, r.URL, plural(len(r.Rounds), "deletion"), len(r.Samples))
+		r.Cluster, date, r.Path, plural(len(rounds), "deletion"), r.Result.Sent)
 	fmt.Fprintf(&b, "\nRouting profile %s: %s, the slowest withdrawal %s + margin %s, rounded up to whole seconds.\n",
 		r.Profile, budget.Format(delay), routingprobe.FormatDelay(st.Max), budget.Format(r.Margin))
 	fmt.Fprintf(&b, "Add it to graceguard's chart values (or run the webhook and the plugin with --routing-profile=%s=%s):\n\n", r.Profile, budget.Format(delay))

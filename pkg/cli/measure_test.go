@@ -1,17 +1,12 @@
 package cli
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/graceguard/graceguard/pkg/routingprobe"
 )
@@ -23,7 +18,9 @@ func TestMeasureRoutingFlagErrorsNameTheFlagTheValueAndWhatIsAccepted(t *testing
 		args []string
 		want string
 	}{
-		{"no --url outside --dry-run", []string{"measure-routing", "--image=x"}, "--url: required: the http(s) URL of your Ingress, HTTPRoute or load balancer"},
+		{"neither --url nor --in-cluster outside --dry-run", []string{"measure-routing", "--image=x"},
+			"--url: required: the http(s) URL of your Ingress, HTTPRoute or load balancer routed to the probe's Service (--dry-run prints what to create), or --in-cluster"},
+		{"both --url and --in-cluster", append(base, "--in-cluster"), "--url=http://probe.example/: --in-cluster sends the load to the probe's Service itself: give one of --url and --in-cluster"},
 		{"no --image", []string{"measure-routing", "--url=http://x/"}, "--image: required: graceguard's image"},
 		{"a URL without a scheme", append(base, "--url=probe.example"), "--url=probe.example: want an http:// or https:// URL with a host"},
 		{"a URL that does not parse", append(base, "--url=http://[::1"), `--url=http://[::1: not a URL: missing ']' in host`},
@@ -65,9 +62,10 @@ func TestMeasureReport(t *testing.T) {
 		samples[i].Pod = "probe-5c9-a"
 	}
 	samples[7] = routingprobe.Sample{Err: "HTTP 502"}
+	res := routingprobe.ResultOf(rounds, samples, 3)
 	var b strings.Builder
-	err := writeMeasureReport(&b, measureReport{URL: "http://probe.shop.example/", Cluster: "kind-shop", Date: time.Date(2026, 12, 7, 18, 0, 0, 0, time.UTC),
-		Replicas: 3, Rate: 50, Rounds: rounds, Samples: samples, Skipped: 3, Margin: time.Second, Profile: "shop-traefik"})
+	err := writeMeasureReport(&b, measureReport{Path: "http://probe.shop.example/", Cluster: "kind-shop", Date: time.Date(2026, 12, 7, 18, 0, 0, 0, time.UTC),
+		Replicas: 3, Rate: 50, Result: res, Margin: time.Second, Profile: "shop-traefik"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,37 +121,5 @@ spec:
 	code, stdout, stderr := run(t, "", "explain", "-f", pod, flag)
 	if code != ExitOK || !regexp.MustCompile(`routing\s+4s.*shop-traefik`).MatchString(stdout) {
 		t.Errorf("explain with %s: exit %d\n%s%s", flag, code, stdout, stderr)
-	}
-}
-
-func TestPodStatesSayWhatTheProbeWaitsOn(t *testing.T) {
-	ctx := context.Background()
-	meta := func(name string) metav1.ObjectMeta {
-		return metav1.ObjectMeta{Name: name, Namespace: "gm", Labels: probeLabels}
-	}
-	kube := fake.NewClientset()
-	c := &kubeCluster{kube: kube, namespace: "gm"}
-	if got := c.podStates(ctx); got != "no Pods were created; see kubectl -n gm describe deployment probe" {
-		t.Errorf("no Pods: got %q", got)
-	}
-	pods := []*corev1.Pod{
-		{ObjectMeta: meta("probe-a"), Status: corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{
-			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: `Back-off pulling image "x"`}}}}}},
-		{ObjectMeta: meta("probe-b"), Status: corev1.PodStatus{Phase: corev1.PodRunning,
-			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}},
-		{ObjectMeta: meta("probe-c")},
-	}
-	for _, p := range pods {
-		if _, err := kube.CoreV1().Pods("gm").Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want := `probe-a ImagePullBackOff: Back-off pulling image "x"; probe-c not scheduled`
-	if got := c.podStates(ctx); got != want {
-		t.Errorf("got %q, want %q", got, want)
-	}
-	ready, err := c.ReadyPods(ctx)
-	if err != nil || len(ready) != 1 || ready[0] != "probe-b" {
-		t.Errorf("ReadyPods = %v, %v; want [probe-b]", ready, err)
 	}
 }

@@ -16,10 +16,13 @@
 package config
 
 import (
+	"errors"
+
 	"github.com/graceguard/graceguard/pkg/flags"
 	"github.com/graceguard/graceguard/pkg/helmhook"
 	"github.com/graceguard/graceguard/pkg/observer"
 	"github.com/graceguard/graceguard/pkg/optionflags"
+	"github.com/graceguard/graceguard/pkg/routingprobe/kubeprobe"
 	"github.com/graceguard/graceguard/pkg/server"
 )
 
@@ -159,4 +162,26 @@ func ProbeFlags(c *ProbeConfig) flags.Flags {
 		{Name: flags.ProbeListen.Name, Value: flags.String(&c.Listen),
 			Usage: "answer every HTTP request on this address with the Pod's name ($POD_NAME)"},
 	}, Check: func() error { return flags.ProbeListen.Check(c.Listen) }}
+}
+
+// MeasureConfig is `webhook measure`'s, the in-cluster client of
+// measure-routing --in-cluster: the plugin's settings, and the probe's
+// namespace (its own, $POD_NAMESPACE).
+type MeasureConfig struct {
+	Settings  kubeprobe.Settings
+	Namespace string
+}
+
+// MeasureFlags are the flags of `webhook measure`, bound to c: the
+// plugin's, which it passes on (kubeprobe.Settings.Args).
+func MeasureFlags(c *MeasureConfig) flags.Flags {
+	list := append(kubeprobe.SettingsFlags(&c.Settings), flags.Flag{Name: flags.Namespace, Value: flags.String(&c.Namespace),
+		Usage: "the probe's namespace (default $POD_NAMESPACE)"})
+	return flags.Flags{List: list, Check: func() error {
+		var errs []error
+		if c.Namespace == "" {
+			errs = append(errs, flags.Invalid(flags.Namespace, "", errors.New("required: the probe's namespace (or set $POD_NAMESPACE)")))
+		}
+		return errors.Join(append(errs, c.Settings.Validate("the probe's Service URL"))...)
+	}}
 }

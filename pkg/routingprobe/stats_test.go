@@ -2,6 +2,7 @@ package routingprobe
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 )
@@ -95,6 +96,33 @@ func TestParsePod(t *testing.T) {
 		got, ok := ParsePod([]byte(body))
 		if got != want || ok != (want != "") {
 			t.Errorf("ParsePod(%q) = %q, %v; want %q", body, got, ok, want)
+		}
+	}
+}
+
+func TestResultRoundTripsThroughALog(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	r := ResultOf([]Round{{Pod: "probe-a", Deleted: t0, Delay: ms(1234), Served: 40, Failed: 1}},
+		[]Sample{{Pod: "probe-a"}, {Err: "HTTP 502"}, {Pod: "probe-b"}}, 2)
+	var b bytes.Buffer
+	b.WriteString("deletion 1 of 1: Pod probe-a answered 40 requests\n")
+	if err := WriteResult(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ParseResult(b.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Sent != 3 || got.Failed != 1 || got.Skipped != 2 || len(got.Rounds) != 1 || got.Rounds[0] != r.Rounds[0] {
+		t.Errorf("got %+v, want %+v", got, r)
+	}
+	for log, want := range map[string]string{
+		"":                                      "the client's log is empty",
+		"starting\n--timeout reached: 0 of 3\n": "the client printed no result; its last line: --timeout reached: 0 of 3",
+		resultPrefix + "{not json\n":            "the client's result does not parse",
+	} {
+		if _, err := ParseResult([]byte(log)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseResult(%q) = %v, want %q", log, err, want)
 		}
 	}
 }

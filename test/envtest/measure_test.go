@@ -15,13 +15,16 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/graceguard/graceguard/pkg/cli"
 	"github.com/graceguard/graceguard/pkg/routingprobe"
+	"github.com/graceguard/graceguard/pkg/routingprobe/kubeprobe"
 )
 
 // measure-routing against a real API server. No kubelet or controller
@@ -103,12 +106,15 @@ var _ = Describe("kubectl graceguard measure-routing", Ordered, func() {
 			done <- result{code, stdout, stderr}
 		}()
 		ns := waitProbeNamespace(ctx)
-		var dep *appsv1.Deployment
+		// The Service is created last.
+		var svc *corev1.Service
 		Eventually(func() error {
 			var err error
-			dep, err = kube.AppsV1().Deployments(ns).Get(ctx, "probe", metav1.GetOptions{})
+			svc, err = kube.CoreV1().Services(ns).Get(ctx, "probe", metav1.GetOptions{})
 			return err
 		}).WithContext(ctx).WithTimeout(5 * time.Second).Should(Succeed())
+		dep, err := kube.AppsV1().Deployments(ns).Get(ctx, "probe", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
 		Expect(*dep.Spec.Replicas).To(Equal(int32(4)))
 		spec := dep.Spec.Template.Spec
 		Expect(*spec.TerminationGracePeriodSeconds).To(Equal(int64(55)), "--hold plus 10s")
@@ -117,8 +123,6 @@ var _ = Describe("kubectl graceguard measure-routing", Ordered, func() {
 		Expect(c.Args).To(Equal([]string{"probe", "--listen=:8080"}))
 		Expect(c.Lifecycle.PreStop.Sleep.Seconds).To(Equal(int64(45)), "the API server kept the native preStop sleep")
 		Expect(c.Env).To(ContainElement(HaveField("ValueFrom.FieldRef.FieldPath", "metadata.name")))
-		svc, err := kube.CoreV1().Services(ns).Get(ctx, "probe", metav1.GetOptions{})
-		Expect(err).NotTo(HaveOccurred())
 		Expect(svc.Spec.Selector).To(Equal(dep.Spec.Selector.MatchLabels))
 		Expect(svc.Spec.Ports[0].Port).To(Equal(int32(80)))
 
@@ -198,6 +202,90 @@ var _ = Describe("kubectl graceguard measure-routing", Ordered, func() {
 		Expect(stdout).To(ContainSubstring(" 0 failed"))
 		Expect(stderr).To(ContainSubstring("Deleted namespace " + fp.namespace() + "."))
 		expectDeleted(ctx, fp.namespace())
+	})
+
+	It("--in-cluster creates the client's ServiceAccount, Role, RoleBinding and Job, and fails on --timeout when the Job never runs", func(ctx SpecContext) {
+		done := make(chan string, 1)
+		go func() {
+			defer GinkgoRecover()
+			code, stdout, stderr := measureRouting(ctx, "--in-cluster", "--timeout=8s", "--deletions=4")
+			Expect(code).To(Equal(cli.ExitUsage))
+			Expect(stdout).To(BeEmpty())
+			done <- stderr
+		}()
+		ns := waitProbeNamespace(ctx)
+		var job *batchv1.Job
+		Eventually(func() error {
+			var err error
+			job, err = kube.BatchV1().Jobs(ns).Get(ctx, "probe-client", metav1.GetOptions{})
+			return err
+		}).WithContext(ctx).WithTimeout(5 * time.Second).Should(Succeed())
+		Expect(job.Spec.Template.Spec.ServiceAccountName).To(Equal("probe-client"))
+		Expect(*job.Spec.ActiveDeadlineSeconds).To(Equal(int64(8)))
+		Expect(job.Spec.Template.Spec.Containers[0].Args).To(ContainElements("measure", "--url=http://probe/", "--deletions=4"))
+		Expect(job.Spec.Template.Labels).NotTo(HaveKeyWithValue("app.kubernetes.io/name", "graceguard-routing-probe"), "the probe's Service must not select the client")
+		role, err := kube.RbacV1().Roles(ns).Get(ctx, "probe-client", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(role.Rules).To(HaveLen(1))
+		Expect(role.Rules[0].Verbs).To(ConsistOf("list", "delete"))
+		_, err = kube.RbacV1().RoleBindings(ns).Get(ctx, "probe-client", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+
+		var stderr string
+		Eventually(done).WithTimeout(30 * time.Second).Should(Receive(&stderr))
+		Expect(stderr).To(ContainSubstring("follow it with: kubectl -n " + ns + " logs -f job/probe-client"))
+		Expect(stderr).To(ContainSubstring("error: --timeout=8s reached: the client Job probe-client did not finish: no Pods were created; see kubectl -n " + ns + " describe job probe-client"))
+		expectDeleted(ctx, ns)
+	})
+
+	It("the in-cluster client measures with no more than its Role allows, and prints a result the plugin reads", func(ctx SpecContext) {
+		runCtx, interrupt := context.WithCancel(ctx)
+		defer interrupt()
+		cliDone := make(chan struct{})
+		go func() {
+			defer GinkgoRecover()
+			defer close(cliDone)
+			measureRouting(runCtx, "--in-cluster", "--timeout=2m")
+		}()
+		ns := waitProbeNamespace(ctx)
+		Eventually(func() error {
+			_, err := kube.RbacV1().RoleBindings(ns).Get(ctx, "probe-client", metav1.GetOptions{})
+			return err
+		}).WithContext(ctx).WithTimeout(5 * time.Second).Should(Succeed())
+
+		// The Job's Pod, as its ServiceAccount, against the stand-in
+		// data plane (its URL in place of http://probe/).
+		const withdrawal = 300 * time.Millisecond
+		fp := startFakeProbes(ctx, 2, withdrawal)
+		defer fp.stop()
+		asClient := rest.CopyConfig(cp.Config)
+		asClient.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":probe-client"}
+		clientKube, err := kubernetes.NewForConfig(asClient)
+		Expect(err).NotTo(HaveOccurred())
+		s := kubeprobe.Settings{URL: fp.router.URL + "/", Replicas: 2, Deletions: 2, Rate: 100, MaxRequests: 10000, Hold: 6 * time.Second, Quiet: time.Second}
+		var log bytes.Buffer
+		res, err := kubeprobe.Run(ctx, s, &kubeprobe.Cluster{Kube: clientKube, Namespace: ns}, &log)
+		Expect(err).NotTo(HaveOccurred(), log.String())
+		Expect(routingprobe.WriteResult(&log, res)).To(Succeed())
+		GinkgoWriter.Print(log.String())
+
+		got, err := routingprobe.ParseResult(log.Bytes())
+		Expect(err).NotTo(HaveOccurred())
+		Expect(got.Rounds).To(HaveLen(2))
+		Expect(fp.deletedPods()).To(Equal([]string{got.Rounds[0].Pod, got.Rounds[1].Pod}))
+		for _, r := range got.Rounds {
+			Expect(r.Delay).To(BeNumerically("~", withdrawal, 200*time.Millisecond), "round of %s", r.Pod)
+		}
+		Expect(got.Sent).To(BeNumerically(">", 100))
+		Expect(got.Failed).To(BeZero())
+
+		// It may not touch anything else: another namespace's Pods.
+		_, err = clientKube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "listing Pods elsewhere: %v", err)
+
+		interrupt()
+		Eventually(cliDone).WithTimeout(10 * time.Second).Should(BeClosed())
+		expectDeleted(ctx, ns)
 	})
 })
 
