@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -8,7 +9,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
 	"github.com/graceguard/graceguard/pkg/routingprobe"
+	"github.com/graceguard/graceguard/pkg/routingprobe/kubeprobe"
 )
 
 func TestMeasureRoutingFlagErrorsNameTheFlagTheValueAndWhatIsAccepted(t *testing.T) {
@@ -121,5 +127,26 @@ spec:
 	code, stdout, stderr := run(t, "", "explain", "-f", pod, flag)
 	if code != ExitOK || !regexp.MustCompile(`routing\s+4s.*shop-traefik`).MatchString(stdout) {
 		t.Errorf("explain with %s: exit %d\n%s%s", flag, code, stdout, stderr)
+	}
+}
+
+// The Job's Pod ended without a result: the error names the Pod, how it
+// ended and the last line of its log (the fake clientset's log is "fake
+// logs").
+func TestWaitClientSaysWhyTheJobGaveNoResult(t *testing.T) {
+	ctx := t.Context()
+	kube := fake.NewClientset()
+	labels := kubeprobe.Labels()
+	labels[kubeprobe.LabelName] = kubeprobe.ClientAppName
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe-client-x7", Namespace: "gm", Labels: labels},
+		Status: corev1.PodStatus{Phase: corev1.PodFailed}}
+	if _, err := kube.CoreV1().Pods("gm").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m := &measurement{flags: defaultMeasureFlags(), kube: kube, errOut: io.Discard, namespace: "gm"}
+	_, err := m.waitClient(ctx)
+	want := "the client Pod probe-client-x7 ended Failed: the client printed no result; its last line: fake logs"
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v, want %q", err, want)
 	}
 }

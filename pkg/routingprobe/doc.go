@@ -7,6 +7,6 @@
 // statistics and routing profile drawn from them.
 //
 // Invariant: it imports no Kubernetes package. The cluster is an interface
-// (Cluster) that pkg/cli implements with client-go, so the measuring logic
+// (Cluster) that kubeprobe implements with client-go, so the measuring logic
 // is tested with real HTTP servers standing in for Pods.
 package routingprobe

@@ -12,7 +12,7 @@ import (
 )
 
 // Cluster is what the rounds need of the cluster: the probe's Ready Pods
-// and deleting one. pkg/cli implements it with client-go; tests with HTTP
+// and deleting one. kubeprobe implements it with client-go; tests with HTTP
 // servers.
 type Cluster interface {
 	// ReadyPods names the probe's Pods that are Ready and not deleted.
