@@ -37,6 +37,7 @@ func TestMeasureRoutingFlagErrorsNameTheFlagTheValueAndWhatIsAccepted(t *testing
 		{"a hold longer than 10m", append(base, "--hold=11m"), "--hold=11m0s: want 5s to 10m"},
 		{"a hold in part seconds", append(base, "--hold=7500ms"), "--hold=7.5s: want whole seconds (a preStop sleep's unit)"},
 		{"a quiet period over half the hold", append(base, "--hold=10s", "--quiet=6s"), "--quiet=6s: want at most half of --hold=10s"},
+		{"a quiet period too short for the rate", append(base, "--rate=2", "--replicas=3"), "--quiet=3s: want at least 10s at --rate=2 over 4 Pods (five times the gap between two requests to one Pod): raise --quiet or --rate"},
 		{"a negative margin", append(base, "--margin=-1s"), "--margin=-1s: want 0s to 5m"},
 		{"a timeout too short to do anything", append(base, "--timeout=1s"), "--timeout=1s: want 5s to 6h"},
 		{"a profile name that is not a DNS label", append(base, "--profile-name=Corp_LB"), "--profile-name=Corp_LB: a lowercase RFC 1123 label"},

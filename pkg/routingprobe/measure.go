@@ -35,6 +35,9 @@ type Config struct {
 	// RouteWait bounds the wait for the path to send requests to every
 	// Ready Pod, and for a replacement to become Ready.
 	RouteWait time.Duration
+	// Recent is how lately the path must have sent each Ready Pod a
+	// request before a deletion (RecentWindow).
+	Recent time.Duration
 	// Poll is how often the rounds look at the load and the cluster.
 	Poll time.Duration
 }
@@ -108,6 +111,21 @@ func WaitServing(ctx context.Context, c *http.Client, url string, pods func(cont
 	}
 }
 
+// Gap is the mean time between two requests to one Pod when the load's
+// rate is spread over pods Pods.
+func Gap(rate, pods int) time.Duration {
+	if rate <= 0 {
+		return 0
+	}
+	return time.Duration(pods) * time.Second / time.Duration(rate)
+}
+
+// RecentWindow is Config.Recent for a rate over pods Pods: a second, or
+// four gaps between two requests to one Pod when that is longer.
+func RecentWindow(rate, pods int) time.Duration {
+	return max(time.Second, 4*Gap(rate, pods))
+}
+
 // ErrExhausted: the load sent all its requests before the rounds ended.
 var ErrExhausted = errors.New("the load sent all its requests")
 
@@ -152,7 +170,7 @@ func Measure(ctx context.Context, cfg Config, cluster Cluster, load *Load, progr
 }
 
 // waitRouted waits for cfg.Replicas Ready Pods, each answering through the
-// path within the last second.
+// path within cfg.Recent.
 func waitRouted(ctx context.Context, cfg Config, cluster Cluster, load *Load) ([]string, error) {
 	deadline := time.Now().Add(cfg.RouteWait)
 	for {
@@ -165,7 +183,7 @@ func waitRouted(ctx context.Context, cfg Config, cluster Cluster, load *Load) ([
 		}
 		var stale []string
 		for _, p := range pods {
-			if time.Since(load.LastServed(p)) > time.Second {
+			if time.Since(load.LastServed(p)) > cfg.Recent {
 				stale = append(stale, p)
 			}
 		}
@@ -177,8 +195,8 @@ func waitRouted(ctx context.Context, cfg Config, cluster Cluster, load *Load) ([
 			if len(pods) < cfg.Replicas {
 				return nil, fmt.Errorf("%d of %d probe Pods Ready after %s", len(pods), cfg.Replicas, cfg.RouteWait)
 			}
-			return nil, fmt.Errorf("the path sent no request to Pod %s in the last second, %s after it was Ready: does the route reach every probe Pod?",
-				strings.Join(stale, ", "), cfg.RouteWait)
+			return nil, fmt.Errorf("the path sent no request to Pod %s in the last %s, %s after it was Ready: does the route reach every probe Pod?",
+				strings.Join(stale, ", "), cfg.Recent, cfg.RouteWait)
 		}
 		if err := sleep(ctx, cfg.Poll); err != nil {
 			return nil, err

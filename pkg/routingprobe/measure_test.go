@@ -105,7 +105,7 @@ func (r *router) Delete(_ context.Context, pod string) error {
 
 func testConfig(deletions int) Config {
 	return Config{Replicas: 3, Deletions: deletions, Quiet: 300 * time.Millisecond, Hold: 5 * time.Second,
-		RouteWait: 5 * time.Second, Poll: 10 * time.Millisecond}
+		RouteWait: 5 * time.Second, Poll: 10 * time.Millisecond, Recent: time.Second}
 }
 
 func startTestLoad(t *testing.T, url string, max int) *Load {
@@ -200,7 +200,7 @@ func TestMeasureSaysWhichPodThePathNeverReaches(t *testing.T) {
 	cfg := testConfig(1)
 	cfg.RouteWait = 500 * time.Millisecond
 	_, err := Measure(t.Context(), cfg, r, load, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "Pod probe-3") || !strings.Contains(err.Error(), "every probe Pod") {
+	if err == nil || !strings.Contains(err.Error(), "the path sent no request to Pod probe-3 in the last 1s") || !strings.Contains(err.Error(), "every probe Pod") {
 		t.Fatalf("got %v, want probe-3 named as never reached", err)
 	}
 }

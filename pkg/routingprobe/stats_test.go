@@ -126,3 +126,19 @@ func TestResultRoundTripsThroughALog(t *testing.T) {
 		}
 	}
 }
+
+func TestRecentWindowCoversTheGapBetweenTwoRequestsToOnePod(t *testing.T) {
+	for _, tt := range []struct {
+		rate, pods int
+		want       time.Duration
+	}{
+		{50, 4, time.Second},      // 80ms gaps: a second is plenty
+		{2, 4, 8 * time.Second},   // 2s gaps
+		{100, 3, time.Second},     // 30ms gaps
+		{1, 11, 44 * time.Second}, // 11s gaps
+	} {
+		if got := RecentWindow(tt.rate, tt.pods); got != tt.want {
+			t.Errorf("RecentWindow(%d/s, %d Pods) = %s, want %s", tt.rate, tt.pods, got, tt.want)
+		}
+	}
+}

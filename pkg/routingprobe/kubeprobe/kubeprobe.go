@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/graceguard/graceguard/pkg/flags"
+	"github.com/graceguard/graceguard/pkg/routingprobe"
 )
 
 // The probe's names: its Deployment and Service, the port its Pods serve,
@@ -73,6 +74,14 @@ func (s Settings) Validate(urlHint string) error {
 		flags.MeasureQuiet.Check(s.Quiet)}
 	if s.Hold%time.Second != 0 {
 		errs = append(errs, flags.Invalid(flags.MeasureHold.Name, s.Hold.String(), errors.New("want whole seconds (a preStop sleep's unit)")))
+	}
+	// A round's Pods are the replicas and the deleted one: the load
+	// spreads over one more. Quiet ends a round only once it is several
+	// gaps between two requests to one Pod long.
+	if minQuiet := 5 * routingprobe.Gap(s.Rate, s.Replicas+1); s.Rate > 0 && s.Quiet < minQuiet {
+		errs = append(errs, flags.Invalid(flags.MeasureQuiet.Name, s.Quiet.String(),
+			fmt.Errorf("want at least %s at --rate=%d over %d Pods (five times the gap between two requests to one Pod): raise --quiet or --rate",
+				minQuiet, s.Rate, s.Replicas+1)))
 	}
 	if s.Quiet*2 > s.Hold {
 		errs = append(errs, flags.Invalid(flags.MeasureQuiet.Name, s.Quiet.String(),

@@ -30,7 +30,8 @@ func Run(ctx context.Context, s Settings, c *Cluster, progress io.Writer) (routi
 	fmt.Fprintf(progress, "%s reaches the probe. Sending %d requests/s and deleting %d Pods, one at a time.\n", s.URL, s.Rate, s.Deletions)
 	load := routingprobe.StartLoad(ctx, routingprobe.LoadConfig{URL: s.URL, Rate: s.Rate, MaxRequests: s.MaxRequests, Client: client})
 	rounds, err := routingprobe.Measure(ctx, routingprobe.Config{Replicas: s.Replicas, Deletions: s.Deletions,
-		Quiet: s.Quiet, Hold: s.Hold, RouteWait: 5 * time.Minute, Poll: 50 * time.Millisecond}, c, load, progress)
+		Quiet: s.Quiet, Hold: s.Hold, RouteWait: 5 * time.Minute, Poll: 50 * time.Millisecond,
+		Recent: routingprobe.RecentWindow(s.Rate, s.Replicas+1)}, c, load, progress)
 	samples := load.Stop()
 	if errors.Is(err, routingprobe.ErrExhausted) {
 		err = fmt.Errorf("%w (--max-requests=%d) after %d of %d deletions: raise --max-requests or lower --rate", err, s.MaxRequests, len(rounds), s.Deletions)
