@@ -4,7 +4,10 @@
 // runs the shutdown observer instead (pkg/observer), from the same image;
 // `webhook selftest` and `webhook unregister` are what the chart's Helm
 // hooks run (pkg/helmhook): the `helm test` checks and the pre-delete
-// removal of the webhook configurations.
+// removal of the webhook configurations; `webhook probe` is the Pod
+// `kubectl graceguard measure-routing` deploys (pkg/routingprobe), which
+// answers each request with its name and calls no API server, and
+// `webhook measure` the Job of its --in-cluster path.
 package main
 
 import (
@@ -16,6 +19,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strconv"
+	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
@@ -30,6 +34,8 @@ import (
 	"github.com/graceguard/graceguard/pkg/flags"
 	"github.com/graceguard/graceguard/pkg/helmhook"
 	"github.com/graceguard/graceguard/pkg/observer"
+	"github.com/graceguard/graceguard/pkg/routingprobe"
+	"github.com/graceguard/graceguard/pkg/routingprobe/kubeprobe"
 	"github.com/graceguard/graceguard/pkg/server"
 )
 
@@ -38,6 +44,10 @@ func main() {
 	// SIGINT, which starts the graceful shutdown; a second one exits at once.
 	os.Exit(run(ctrl.SetupSignalHandler(), os.Args[1:], os.Stdout, os.Stderr))
 }
+
+// probeDrain bounds the probe's stop after SIGTERM, which comes at the end
+// of its preStop sleep: the requests in flight then are the last.
+const probeDrain = 5 * time.Second
 
 // Exit codes.
 const (
@@ -57,6 +67,8 @@ type command struct {
 	// sentence, for `helm test --logs` and Helm's hook logs, not as a
 	// log record.
 	oneShot bool
+	// offline commands call no API server: serve gets a nil config.
+	offline bool
 	serve   func(ctx context.Context, rest *rest.Config) error
 }
 
@@ -98,6 +110,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 					return err
 				}
 				return helmhook.Unregister(ctx, cfg, kube, stdout)
+			}}.run(ctx, args[1:], stdout, stderr)
+	case "probe":
+		// `webhook probe [--listen=:8080]`: the routing probe's Pods.
+		cfg := config.DefaultProbe()
+		return command{name: "graceguard-webhook probe", what: "routing probe", flags: config.ProbeFlags(&cfg), offline: true,
+			serve: func(ctx context.Context, _ *rest.Config) error {
+				return routingprobe.Serve(ctx, cfg.Listen, os.Getenv("POD_NAME"), probeDrain)
+			}}.run(ctx, args[1:], stdout, stderr)
+	case "measure":
+		// `webhook measure --url=http://probe/ [flags]`: the Job of
+		// `kubectl graceguard measure-routing --in-cluster`. It prints its
+		// progress, then the result the plugin reads from its log.
+		cfg := config.MeasureConfig{Settings: kubeprobe.DefaultSettings(), Namespace: os.Getenv("POD_NAMESPACE")}
+		return command{name: "graceguard-webhook measure", what: "routing measurement", flags: config.MeasureFlags(&cfg), oneShot: true,
+			serve: func(ctx context.Context, rest *rest.Config) error {
+				kube, err := kubernetes.NewForConfig(rest)
+				if err != nil {
+					return err
+				}
+				res, err := kubeprobe.Run(ctx, cfg.Settings, &kubeprobe.Cluster{Kube: kube, Namespace: cfg.Namespace}, stdout)
+				if err != nil {
+					return err
+				}
+				return routingprobe.WriteResult(stdout, res)
 			}}.run(ctx, args[1:], stdout, stderr)
 	}
 	cfg := config.Default()
@@ -169,6 +205,9 @@ func (c command) run(ctx context.Context, args []string, stdout, stderr io.Write
 // connect finds the API server (in-cluster, or --kubeconfig, or
 // $KUBECONFIG) and serves.
 func (c command) connect(ctx context.Context) error {
+	if c.offline {
+		return c.serve(ctx, nil)
+	}
 	rest, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("connecting to the API server: %w", err)

@@ -3,16 +3,23 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"net"
+	"net/http"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/graceguard/graceguard/internal/version"
 	"github.com/graceguard/graceguard/pkg/budget"
+	"github.com/graceguard/graceguard/pkg/routingprobe"
 )
 
 func TestRun(t *testing.T) {
+	t.Setenv("POD_NAME", "")
+	t.Setenv("POD_NAMESPACE", "")
 	missing := filepath.Join(t.TempDir(), "no-kubeconfig")
 	for _, tc := range []struct {
 		name     string
@@ -142,6 +149,36 @@ func TestRun(t *testing.T) {
 			wantOut:  []string{"--release", "--mutating-webhook-configuration", "--validating-webhook-configuration", "--timeout", "--kubeconfig"},
 		},
 		{
+			name:     "probe: a listen address without a port exits 2 naming the flag and the accepted form",
+			args:     []string{"probe", "--listen=8080"},
+			wantCode: exitUsage,
+			wantOut:  []string{"invalid flags:", "--listen=8080: address 8080: missing port in address; want host:port or :port"},
+		},
+		{
+			name:     "probe: without $POD_NAME exits 1 saying where to set it",
+			args:     []string{"probe", "--listen=127.0.0.1:0"},
+			wantCode: exitError,
+			wantOut:  []string{"routing probe stopped", "no Pod name: set POD_NAME"},
+		},
+		{
+			name:     "measure: without a namespace and with a rate out of range exits 2 naming both",
+			args:     []string{"measure", "--url=http://probe/", "--rate=0"},
+			wantCode: exitUsage,
+			wantOut:  []string{"invalid flags:", "--namespace: required: the probe's namespace (or set $POD_NAMESPACE)", "--rate=0: want 1 to 1000 requests per second"},
+		},
+		{
+			name:     "measure: without --url exits 2",
+			args:     []string{"measure", "--namespace=gm"},
+			wantCode: exitUsage,
+			wantOut:  []string{"--url: required: the probe's Service URL"},
+		},
+		{
+			name:     "measure: valid flags without a reachable API server exit 1 with the reason as a sentence",
+			args:     []string{"measure", "--url=http://probe/", "--namespace=gm", "--kubeconfig=" + missing},
+			wantCode: exitError,
+			wantOut:  []string{"graceguard-webhook measure failed: connecting to the API server"},
+		},
+		{
 			name:     "an unknown flag exits 2",
 			args:     []string{"--no-such-flag"},
 			wantCode: exitUsage,
@@ -185,6 +222,49 @@ func TestRun(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The probe answers as its Pod, calls no API server, and stops when its
+// context ends (SIGTERM, at the end of its preStop sleep).
+func TestProbeServesItsPodName(t *testing.T) {
+	t.Setenv("POD_NAME", "probe-7d9f-x2")
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "no-kubeconfig"))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	var out bytes.Buffer
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"probe", "--listen=" + addr}, io.Discard, &out) }()
+	var body string
+	for i := 0; ; i++ {
+		resp, err := http.Get("http://" + addr + "/any/path")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			body = string(b)
+			break
+		}
+		if i == 100 {
+			t.Fatalf("the probe never answered: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if pod, ok := routingprobe.ParsePod([]byte(body)); !ok || pod != "probe-7d9f-x2" {
+		t.Errorf("answered %q, want its Pod's name", body)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != exitOK {
+			t.Errorf("exit %d after its context ended, want 0:\n%s", code, out.String())
+		}
+	case <-time.After(probeDrain + time.Second):
+		t.Fatal("the probe did not stop when its context ended")
 	}
 }
 

@@ -369,13 +369,20 @@ func TestFlagsTheTextsNameExist(t *testing.T) {
 		fl.Bind(fs)
 		fs.VisitAll(func(f *pflag.Flag) { webhook[f.Name] = true })
 	}
-	// Other programs' flags, quoted as such: kubectl's, git's, ingress-nginx's,
-	// pilot-agent's (Istio's drain hook).
+	// Other programs' flags, quoted as such: kubectl's (measure-routing
+	// prints `kubectl create ingress` and `kubectl expose` lines), git's,
+	// ingress-nginx's, pilot-agent's (Istio's drain hook).
 	for _, names := range []map[string]bool{plugin, webhook} {
-		for _, other := range []string{"server-side", "force-conflicts", "field-manager", "type", "no-index", "dry-run", "show-managed-fields", "sync-rate-limit", "debug-port"} {
+		for _, other := range []string{"server-side", "force-conflicts", "field-manager", "type", "no-index", "dry-run", "show-managed-fields", "sync-rate-limit", "debug-port",
+			"class", "rule", "name", "port", "target-port"} {
 			names[other] = true
 		}
 	}
+	// measure-routing's probe Pods run `webhook probe`.
+	probe := config.DefaultProbe()
+	probeFlags := pflag.NewFlagSet("probe", pflag.ContinueOnError)
+	config.ProbeFlags(&probe).Bind(probeFlags)
+	probeFlags.VisitAll(func(f *pflag.Flag) { plugin[f.Name] = true })
 	flagRef := regexp.MustCompile("[ (`'\"]--([a-z][a-z0-9-]+)")
 	for glob, names := range map[string]map[string]bool{
 		"*.go": plugin, "../mutate/*.go": webhook, "../budget/*.go": webhook, "../webhook/*.go": webhook,

@@ -114,7 +114,7 @@ running Pod of a live cluster.`,
 	// flag that does not exist gets the nearest ones it may have meant.
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return suggestFlag(cmd, err) })
 	root.SuggestionsMinimumDistance = 2
-	root.AddCommand(newMutateCmd(), newCheckCmd(), newExplainCmd(), newAuditCmd(), newRecommendCmd(), newVersionCmd())
+	root.AddCommand(newMutateCmd(), newCheckCmd(), newExplainCmd(), newAuditCmd(), newRecommendCmd(), newMeasureRoutingCmd(), newVersionCmd())
 	return root
 }
 

@@ -1,7 +1,8 @@
 // Package config binds the webhook binary's flags: the server's
 // (server.Config, with the cluster defaults of pkg/optionflags), those of
 // `webhook observe` (observer.Config) and those of the Helm hooks' `webhook
-// selftest` and `webhook unregister` (pkg/helmhook). It holds no rule: what
+// selftest` and `webhook unregister` (pkg/helmhook), and `webhook probe`'s
+// (pkg/routingprobe, which reads $POD_NAME itself). It holds no rule: what
 // a value must be is its owner's Validate (server.Config, mutate.Options,
 // webhook.Limits, observer.Config, the helmhook configs), and the flags'
 // names and ranges are
@@ -15,10 +16,13 @@
 package config
 
 import (
+	"errors"
+
 	"github.com/graceguard/graceguard/pkg/flags"
 	"github.com/graceguard/graceguard/pkg/helmhook"
 	"github.com/graceguard/graceguard/pkg/observer"
 	"github.com/graceguard/graceguard/pkg/optionflags"
+	"github.com/graceguard/graceguard/pkg/routingprobe/kubeprobe"
 	"github.com/graceguard/graceguard/pkg/server"
 )
 
@@ -141,4 +145,43 @@ func UnregisterFlags(c *helmhook.UnregisterConfig) flags.Flags {
 		{Name: flags.HookTimeout.Name, Value: flags.HookTimeout.Value(&c.Timeout),
 			Usage: "give up on the API server after this long"},
 	}, Check: func() error { return c.Validate() }}
+}
+
+// ProbeConfig is `webhook probe`'s: where it listens.
+type ProbeConfig struct {
+	Listen string
+}
+
+// DefaultProbe listens on :8080, as the Pods measure-routing deploys
+// expect.
+func DefaultProbe() ProbeConfig { return ProbeConfig{Listen: ":8080"} }
+
+// ProbeFlags are the flags of `webhook probe`, bound to c.
+func ProbeFlags(c *ProbeConfig) flags.Flags {
+	return flags.Flags{List: []flags.Flag{
+		{Name: flags.ProbeListen.Name, Value: flags.String(&c.Listen),
+			Usage: "answer every HTTP request on this address with the Pod's name ($POD_NAME)"},
+	}, Check: func() error { return flags.ProbeListen.Check(c.Listen) }}
+}
+
+// MeasureConfig is `webhook measure`'s, the in-cluster client of
+// measure-routing --in-cluster: the plugin's settings, and the probe's
+// namespace (its own, $POD_NAMESPACE).
+type MeasureConfig struct {
+	Settings  kubeprobe.Settings
+	Namespace string
+}
+
+// MeasureFlags are the flags of `webhook measure`, bound to c: the
+// plugin's, which it passes on (kubeprobe.Settings.Args).
+func MeasureFlags(c *MeasureConfig) flags.Flags {
+	list := append(kubeprobe.SettingsFlags(&c.Settings), flags.Flag{Name: flags.Namespace, Value: flags.String(&c.Namespace),
+		Usage: "the probe's namespace (default $POD_NAMESPACE)"})
+	return flags.Flags{List: list, Check: func() error {
+		var errs []error
+		if c.Namespace == "" {
+			errs = append(errs, flags.Invalid(flags.Namespace, "", errors.New("required: the probe's namespace (or set $POD_NAMESPACE)")))
+		}
+		return errors.Join(append(errs, c.Settings.Validate("the probe's Service URL"))...)
+	}}
 }

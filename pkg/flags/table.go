@@ -135,6 +135,32 @@ const (
 	Image         = "image"
 )
 
+// The routing probe's (`webhook probe`, the Pods `kubectl graceguard
+// measure-routing` deploys), validated by config.ProbeFlags.
+var ProbeListen = Address{Name: "listen"}
+
+// The plugin's measure-routing, validated by pkg/cli. Rate and
+// MaxRequests bound the load it sends through the user's path; Hold is
+// the probe Pods' preStop sleep, so a withdrawal slower than it cannot be
+// measured, and at most budget.MaxTerm so the profile it yields is one
+// graceguard accepts.
+const (
+	MeasureURL         = "url"
+	MeasureImage       = "image"
+	MeasureProfileName = "profile-name"
+)
+
+var (
+	MeasureReplicas    = IntRange{Name: "replicas", Min: 2, Max: 10, Why: " (one is deleted at a time; the others keep the path up)"}
+	MeasureDeletions   = IntRange{Name: "deletions", Min: 1, Max: 100}
+	MeasureRate        = IntRange{Name: "rate", Min: 1, Max: 1000, Why: " requests per second"}
+	MeasureMaxRequests = IntRange{Name: "max-requests", Min: 10, Max: 10_000_000}
+	MeasureHold        = DurationRange{Name: "hold", Min: 5 * time.Second, Max: 10 * time.Minute, GoSyntax: true}
+	MeasureQuiet       = DurationRange{Name: "quiet", Min: 500 * time.Millisecond, Max: time.Minute, GoSyntax: true}
+	MeasureMargin      = DurationRange{Name: "margin", Min: 0, Max: 5 * time.Minute, GoSyntax: true}
+	MeasureTimeout     = DurationRange{Name: "timeout", Min: 5 * time.Second, Max: 6 * time.Hour, GoSyntax: true}
+)
+
 // HookTimeout bounds how long a Helm hook's command keeps trying: long
 // enough for a fresh install's replicas to get their certificates, short
 // enough to fail, saying why, before Helm's own --timeout (5m by default).
