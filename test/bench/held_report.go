@@ -62,8 +62,8 @@ func heldTargets(r *Results) []Target {
 			}
 		}
 		if g, ok := h.goodput(HeldThis, mc); ok && g.median < goalHeldGoodput {
-			whyGoodput = append(whyGoodput, fmt.Sprintf("at %dm the webhook used %s cores with %d creators and %s with %d (medians of the rounds), of its %s, and accepted %s new connections a round with %d",
-				mc, num(median(g.coresFew)), few, num(median(g.coresMany)), many, num(float64(mc)/1000), num(median(g.conns)), many))
+			whyGoodput = append(whyGoodput, fmt.Sprintf("at %dm the webhook used %s cores with %d creators and %s with %d (medians of the rounds), of its %s, and accepted %.0f new connections a round with %d",
+				mc, num(median(g.coresFew)), few, num(median(g.coresMany)), many, num(float64(mc)/1000), median(g.conns), many))
 		}
 	}
 	load := fmt.Sprintf(" (load average %.2f at the phase's start, %.2f at its end, on %d CPUs)", h.LoadAvgStart[0], h.LoadAvgEnd[0], r.Machine.NProc)
