@@ -36,53 +36,7 @@ func TestParseSleep(t *testing.T) {
 // completes after SIGTERM, a new one is refused with 503, and the log says
 // work_started, sigterm active=1, work_completed, shutdown_complete in order.
 func TestDrainsAdmittedWorkOnSIGTERM(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "drainapp")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	events := make(chan map[string]any, 100)
-	go func() {
-		s := bufio.NewScanner(stdout)
-		for s.Scan() {
-			var m map[string]any
-			if json.Unmarshal(s.Bytes(), &m) == nil {
-				events <- m
-			}
-		}
-		close(events)
-	}()
-	next := func(want string) map[string]any {
-		t.Helper()
-		select {
-		case m, ok := <-events:
-			if !ok {
-				t.Fatalf("log ended, want %s", want)
-			}
-			if m["event"] != want {
-				t.Fatalf("log event %v, want %s", m, want)
-			}
-			return m
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no %s logged", want)
-		}
-		return nil
-	}
+	cmd, port, next := startDrainApp(t)
 	next("listening")
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 
@@ -178,53 +132,7 @@ func TestWorksThroughTheBackend(t *testing.T) {
 	t.Cleanup(func() { _ = backend.Close() })
 	relay := startRelay(t, backendLn.Addr().String())
 
-	bin := filepath.Join(t.TempDir(), "drainapp")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port), "BACKEND="+relay.addr())
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	events := make(chan map[string]any, 100)
-	go func() {
-		s := bufio.NewScanner(stdout)
-		for s.Scan() {
-			var m map[string]any
-			if json.Unmarshal(s.Bytes(), &m) == nil {
-				events <- m
-			}
-		}
-		close(events)
-	}()
-	next := func(want string) map[string]any {
-		t.Helper()
-		select {
-		case m, ok := <-events:
-			if !ok {
-				t.Fatalf("log ended, want %s", want)
-			}
-			if m["event"] != want {
-				t.Fatalf("log event %v, want %s", m, want)
-			}
-			return m
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no %s logged", want)
-		}
-		return nil
-	}
+	cmd, port, next := startDrainApp(t, "BACKEND="+relay.addr())
 	if m := next("listening"); m["backend"] != relay.addr() {
 		t.Errorf("listening logged backend %v, want %s", m["backend"], relay.addr())
 	}
@@ -343,4 +251,59 @@ func (r *relay) kill() {
 	for _, c := range r.conns {
 		c.Close()
 	}
+}
+
+// startDrainApp builds and starts the real binary on a free port with env
+// added, and returns it, its port, and next, which fails t unless the
+// next JSON line it logs is the event named (within 10 s) and returns it.
+func startDrainApp(t *testing.T, env ...string) (*exec.Cmd, int, func(string) map[string]any) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "drainapp")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cmd := exec.Command(bin)
+	cmd.Env = append(append(os.Environ(), fmt.Sprintf("PORT=%d", port)), env...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	events := make(chan map[string]any, 100)
+	go func() {
+		s := bufio.NewScanner(stdout)
+		for s.Scan() {
+			var m map[string]any
+			if json.Unmarshal(s.Bytes(), &m) == nil {
+				events <- m
+			}
+		}
+		close(events)
+	}()
+	next := func(want string) map[string]any {
+		t.Helper()
+		select {
+		case m, ok := <-events:
+			if !ok {
+				t.Fatalf("log ended, want %s", want)
+			}
+			if m["event"] != want {
+				t.Fatalf("log event %v, want %s", m, want)
+			}
+			return m
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no %s logged", want)
+		}
+		return nil
+	}
+	return cmd, port, next
 }
