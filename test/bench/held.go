@@ -152,8 +152,8 @@ func (r *Results) cpuHeld(ctx context.Context, o Options, logf func(string, ...a
 					}
 					c.Round = round
 					run.Cells = append(run.Cells, c)
-					logf("cpu-held round %d/%d %-14s %-18s %3d creators: %6.1f creates/s  p99 %7.0f ms  refused %d  unmutated %d  shed %d  expired %d  handshakes cut %d  connections %d  /readyz failed %d of %d  webhook %.3f cores %s",
-						round+1, run.Rounds, v.Name, cpuName(mc, request), n, c.PodsPerSec, c.Latency.P99, c.Refused, c.Unmutated, c.Shed, c.Expired, c.HandshakesAborted, c.Connections,
+					logf("cpu-held round %d/%d %-14s %-18s %3d creators: %6.1f creates/s  goodput %6.1f/s  p99 %7.0f ms  refused %d  unmutated %d  shed %d  expired %d  handshakes cut %d  connections %d  /readyz failed %d of %d  webhook %.3f cores %s",
+						round+1, run.Rounds, v.Name, cpuName(mc, request), n, c.PodsPerSec, c.Goodput, c.Latency.P99, c.Refused, c.Unmutated, c.Shed, c.Expired, c.HandshakesAborted, c.Connections,
 						c.ReadyzFailed, c.ReadyzProbes, c.Cores, fmt.Sprint(c.Calls))
 					if err := v.api.Webhook.Exited(); err != nil {
 						return err
@@ -352,6 +352,7 @@ func (v *heldVariant) cell(ctx context.Context, millicores, creators int, warm, 
 	c.Attempts, c.Refused, c.Unmutated = len(got.lat), got.errors, len(got.lat)-got.errors-got.mutated
 	c.Created = len(got.lat) - got.errors
 	c.PodsPerSec = float64(c.Created) / got.wall.Seconds()
+	c.Goodput = float64(got.goodput) / d.Seconds()
 	c.Latency = percentiles(got.lat)
 	c.Shed, c.Expired, c.HandshakesAborted = int(n1.shed-n0.shed), int(n1.expired-n0.expired), int(n1.aborted-n0.aborted)
 	c.Connections = -1
@@ -376,10 +377,13 @@ func (v *heldVariant) cell(ctx context.Context, millicores, creators int, warm, 
 	return c, v.deletePods(ctx)
 }
 
-// heldCreations is what one cell's creators saw.
+// heldCreations is what one cell's creators saw. goodput counts the
+// creations answered with graceguard's changes within the measured
+// window, whenever they started.
 type heldCreations struct {
 	creations
-	sample string
+	sample  string
+	goodput int
 }
 
 // create creates Pods with creators clients, each one after another,
@@ -404,11 +408,16 @@ func (v *heldVariant) create(ctx context.Context, prefix string, creators int, w
 				t0 := time.Now()
 				got, err := v.kube.CoreV1().Pods(heldNamespace).Create(ctx, p, metav1.CreateOptions{})
 				lat := time.Since(t0)
+				end := t0.Add(lat)
+				mu.Lock()
+				if err == nil && got.Annotations[mutate.AnnotationBudget] != "" && !end.Before(start) && !end.After(stop) {
+					out.goodput++
+				}
 				if t0.Before(start) {
+					mu.Unlock()
 					continue
 				}
-				mu.Lock()
-				if end := t0.Add(lat); end.After(last) {
+				if end.After(last) {
 					last = end
 				}
 				out.lat = append(out.lat, lat)

@@ -17,7 +17,7 @@ const goalHeldGoodput = 0.9
 func heldTargets(r *Results) []Target {
 	h := r.CPUHeld
 	refusedGoal := "one replica held to its CPU request and to 40% of it: no Pod creation refused"
-	goodputGoal := fmt.Sprintf("one replica held to its CPU request and to 40%% of it: creates/s at the most creators ≥ %.0f%% of the fewest's (median of the rounds)", 100*goalHeldGoodput)
+	goodputGoal := fmt.Sprintf("one replica held to its CPU request and to 40%% of it: goodput at the most creators ≥ %.0f%% of the fewest's (median of the rounds)", 100*goalHeldGoodput)
 	if h == nil || len(h.Creators) < 2 {
 		return []Target{unmeasured(refusedGoal), unmeasured(goodputGoal)}
 	}
@@ -77,7 +77,7 @@ func heldTargets(r *Results) []Target {
 }
 
 // heldGoodput is a variant's goodput at one CPU setting: per round, its
-// creates/s with the most creators over those with the fewest (the two
+// goodput with the most creators over that with the fewest (the two
 // cells of a round run one after the other, so a slow minute of the
 // machine weighs on both), and their median.
 type heldGoodput struct {
@@ -105,10 +105,10 @@ func (h *CPUHeldRun) goodput(variant string, mc int) (heldGoodput, bool) {
 	for round := range max(h.Rounds, 1) {
 		a, okA := h.cell(variant, mc, few, round)
 		b, okB := h.cell(variant, mc, many, round)
-		if !okA || !okB || a.PodsPerSec <= 0 {
+		if !okA || !okB || a.Goodput <= 0 {
 			continue
 		}
-		g.ratios = append(g.ratios, b.PodsPerSec/a.PodsPerSec)
+		g.ratios = append(g.ratios, b.Goodput/a.Goodput)
 		g.coresFew, g.coresMany = append(g.coresFew, a.Cores), append(g.coresMany, b.Cores)
 		if b.Connections >= 0 {
 			g.conns = append(g.conns, float64(b.Connections))
@@ -214,16 +214,16 @@ func (r *Results) heldPage() *heldPage {
 	}
 	rounds := max(h.Rounds, 1)
 	hp.Rounds = rounds
-	hp.Table = &table{Head: []string{"Round", "CPU", "Creators", "Webhook", "Creates/s", "p50 (ms)", "p99 (ms)", "Refused", "Without graceguard's changes",
-		"Shed (429)", "New connections", "/readyz failed", "Webhook CPU (cores)", "Throttled (s)"}, Right: seq(2, 13)}
+	hp.Table = &table{Head: []string{"Round", "CPU", "Creators", "Webhook", "Creates/s", "Goodput (/s)", "p50 (ms)", "p99 (ms)", "Refused", "Without graceguard's changes",
+		"Shed (429)", "New connections", "/readyz failed", "Webhook CPU (cores)", "Throttled (s)"}, Right: seq(2, 14)}
 	for _, c := range h.Cells {
-		hp.Table.Add(fmt.Sprint(c.Round+1), h.cpuLabel(c.Millicores), fmt.Sprint(c.Creators), c.Variant, num(c.PodsPerSec), num(c.Latency.P50), num(c.Latency.P99),
+		hp.Table.Add(fmt.Sprint(c.Round+1), h.cpuLabel(c.Millicores), fmt.Sprint(c.Creators), c.Variant, num(c.PodsPerSec), num(c.Goodput), num(c.Latency.P50), num(c.Latency.P99),
 			fmt.Sprintf("%d of %d", c.Refused, c.Attempts), fmt.Sprint(c.Unmutated), fmt.Sprint(c.Shed), connections(c.Connections),
 			fmt.Sprintf("%d of %d", c.ReadyzFailed, c.ReadyzProbes), num(c.Cores), num(c.ThrottledSeconds))
 	}
 	if len(h.Creators) >= 2 {
 		few, many := h.Creators[0], h.Creators[len(h.Creators)-1]
-		head := []string{"CPU", "Webhook", fmt.Sprintf("Creates/s at %d creators ÷ at %d", many, few)}
+		head := []string{"CPU", "Webhook", fmt.Sprintf("Goodput at %d creators ÷ at %d", many, few)}
 		if rounds > 1 {
 			head[2] += ", median of the rounds"
 			head = append(head, "Each round")

@@ -354,12 +354,19 @@ type HeldCell struct {
 	// accepted (Unmutated of them without graceguard's record: the
 	// mutating call failed, failurePolicy Ignore), Refused those it
 	// refused (the validating call failed, failurePolicy Fail).
-	Attempts   int        `json:"attempts"`
-	Created    int        `json:"created"`
-	Refused    int        `json:"refused"`
-	Unmutated  int        `json:"unmutated"`
-	PodsPerSec float64    `json:"podsPerSec"`
-	Latency    Percentile `json:"latencyMs"`
+	Attempts   int     `json:"attempts"`
+	Created    int     `json:"created"`
+	Refused    int     `json:"refused"`
+	Unmutated  int     `json:"unmutated"`
+	PodsPerSec float64 `json:"podsPerSec"`
+	// Goodput is the creations answered with graceguard's changes within
+	// the measured window, whenever they started, per second of it: what
+	// the replica got done in time. PodsPerSec divides the creations
+	// started in the window by the time until the last of them answered,
+	// which counts the queue left at the window's end (a second or more
+	// with 64 creators) as time, and so reads lower the more creators wait.
+	Goodput float64    `json:"goodputPerSec"`
+	Latency Percentile `json:"latencyMs"`
 	// Shed counts the reviews the webhook answered 429, Expired those
 	// whose deadline passed before they were decided, HandshakesAborted
 	// the TLS handshakes it cut off, Connections the connections it
