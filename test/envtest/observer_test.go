@@ -111,7 +111,26 @@ func startObserver(ctx context.Context, edit ...func(*observer.Config)) *prometh
 		cancel()
 		Eventually(done).WithTimeout(30 * time.Second).Should(Receive(BeNil()))
 	})
+	waitWatching(ctx, reg)
 	return reg
+}
+
+// waitWatching returns once the observer whose metrics are in reg
+// watches Pods: a Pod deleted before its informers synced is one it
+// never saw, so a spec that starts at once fails alone and passes after
+// a slower spec. Watching: its count of treated Pods takes in one
+// labelled treated (anyone may label a Pod) after it started.
+func waitWatching(ctx context.Context, reg *prometheus.Registry) {
+	GinkgoHelper()
+	mark := pod("observer-watching", nil)
+	mark.Labels = map[string]string{mutate.LabelTreated: mutate.LabelTreatedValue}
+	must(kube.CoreV1().Pods(newNamespace(ctx, "watching", nil, nil)).Create(ctx, mark, metav1.CreateOptions{}))
+	Eventually(func(g Gomega) {
+		cached := metricValue(reg, "graceguard_observer_pods", nil)
+		g.Expect(cached).NotTo(BeNil())
+		treated := must(kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: mutate.LabelTreated + " in (" + mutate.LabelTreatedValue + "," + mutate.LabelTreatedByFloor + ")"}))
+		g.Expect(cached.GetGauge().GetValue()).To(Equal(float64(len(treated.Items))))
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 }
 
 func ownerRef(apiVersion, kind, name string, uid types.UID) metav1.OwnerReference {
