@@ -214,3 +214,33 @@ func TestFloorsCostIsStatedAgainstTheGoal(t *testing.T) {
 		t.Errorf("without the webhook-only arm: %q, want nothing", got)
 	}
 }
+
+// With three rounds or more, the floors' goal is judged on the medians of
+// the rounds' paired ratios, as section 6's goodput: the arms' totals
+// differ by less than one round differs from the next.
+func TestFloorsCostIsJudgedOnTheRoundsMedians(t *testing.T) {
+	arm := func(name string, rates, p99s []float64) ArmRun {
+		a := ArmRun{Arm: name, RoundPodsPerSec: rates, RoundP99: p99s}
+		a.PodsPerSec, a.Latency.P99 = median(rates), slices.Max(p99s)
+		return a
+	}
+	w := arm(ArmWebhookOnly, []float64{100, 200, 150}, []float64{200, 100, 300})
+	for _, tc := range []struct {
+		name string
+		g    ArmRun
+		want string
+	}{
+		{"one round's p99 above, the median round's the same", arm(ArmGraceguard, []float64{95, 190, 150}, []float64{190, 100, 310}),
+			"judged on the rounds' paired ratios, medians: rate 0.950×, p99 1.00× (each round's p99: 0.950×, 1.00×, 1.03×): within the goal"},
+		{"the median round's p99 worse", arm(ArmGraceguard, []float64{95, 190, 150}, []float64{190, 110, 310}), "p99 1.03×"},
+		{"the median round's rate under 0.9×", arm(ArmGraceguard, []float64{85, 170, 150}, []float64{190, 100, 290}), "rate 0.850×"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := floorsCost(&Creation{Arms: []ArmRun{tc.g, w}})
+			within := strings.HasSuffix(got, ": within the goal of at least 0.9× the rate and a p99 no worse.")
+			if !strings.Contains(got, tc.want) || within != strings.HasSuffix(tc.want, "within the goal") {
+				t.Errorf("floorsCost = %q, want it to contain %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -130,6 +130,7 @@ func (c *cluster) measureArms(ctx context.Context, as []arm, rounds, perRound, c
 				got.cpu[name] = t - cpu0[name]
 			}
 			got.rounds = []float64{float64(perRound-got.errors) / got.wall.Seconds()}
+			got.roundP99 = []float64{percentiles(got.lat).P99}
 			acc[i].add(got)
 		}
 		if err := c.deleteArmPods(ctx, as); err != nil {
@@ -217,8 +218,8 @@ type creations struct {
 	errors  int
 	mutated int
 	cpu     map[string]time.Duration
-	// rounds are the Pods/s of each round.
-	rounds []float64
+	// rounds are the Pods/s of each round, roundP99 its p99 (ms).
+	rounds, roundP99 []float64
 }
 
 func (c *creations) add(o creations) {
@@ -227,6 +228,7 @@ func (c *creations) add(o creations) {
 	c.errors += o.errors
 	c.mutated += o.mutated
 	c.rounds = append(c.rounds, o.rounds...)
+	c.roundP99 = append(c.roundP99, o.roundP99...)
 	for k, v := range o.cpu {
 		c.cpu[k] += v
 	}
@@ -235,7 +237,7 @@ func (c *creations) add(o creations) {
 func (c *creations) summary(a arm) ArmRun {
 	ok := len(c.lat) - c.errors
 	r := ArmRun{Arm: a.name, Desc: a.desc, Pods: len(c.lat), Seconds: c.wall.Seconds(), Latency: percentiles(c.lat), Errors: c.errors,
-		Mutated: c.mutated, WantMutated: a.mutates, Webhook: a.webhook, RoundPodsPerSec: c.rounds, CPUMsPerPod: map[string]float64{}}
+		Mutated: c.mutated, WantMutated: a.mutates, Webhook: a.webhook, RoundPodsPerSec: c.rounds, RoundP99: c.roundP99, CPUMsPerPod: map[string]float64{}}
 	if c.wall > 0 {
 		r.PodsPerSec = float64(ok) / c.wall.Seconds()
 	}

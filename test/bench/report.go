@@ -122,6 +122,26 @@ func roundRatios(a, base ArmRun) []float64 {
 	return out
 }
 
+// roundP99Ratios are a's round p99s over base's, round by round.
+func roundP99Ratios(a, base ArmRun) []float64 {
+	var out []float64
+	for i := range min(len(a.RoundP99), len(base.RoundP99)) {
+		if base.RoundP99[i] > 0 {
+			out = append(out, a.RoundP99[i]/base.RoundP99[i])
+		}
+	}
+	return out
+}
+
+// joinRatios lists ratios as "0.98×, 1.02×".
+func joinRatios(rs []float64) string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = num(r) + "×"
+	}
+	return strings.Join(out, ", ")
+}
+
 // spread is (max - min) / median of vs, and its min and max.
 func spread(vs []float64) (rel, lo, hi float64) {
 	if len(vs) == 0 {

@@ -168,10 +168,12 @@ type ArmRun struct {
 	Desc string `json:"description"`
 	Pods int    `json:"pods"`
 	// Seconds is the wall time of the arm's rounds; PodsPerSec the Pods
-	// created over it; RoundPodsPerSec the rate of each round.
+	// created over it; RoundPodsPerSec the rate of each round, RoundP99
+	// its p99 (ms).
 	Seconds         float64    `json:"seconds"`
 	PodsPerSec      float64    `json:"podsPerSec"`
 	RoundPodsPerSec []float64  `json:"roundPodsPerSec"`
+	RoundP99        []float64  `json:"roundP99Ms,omitempty"`
 	Latency         Percentile `json:"latencyMs"`
 	Errors          int        `json:"errors"`
 	// Mutated counts the created Pods carrying the budget record;
