@@ -80,6 +80,7 @@ func TestGolden(t *testing.T) {
 		{"explain-sidecar-own-hook-short", []string{"explain", "-f", "../mutate/testdata/pod-sidecar-own-hook-short.yaml"}, ""},
 		{"measure-routing-dry-run", []string{"measure-routing", "--image", "registry.example/graceguard:v1.4.0", "--url", "http://probe.shop.example/", "--dry-run", "--hold=2m", "--replicas=4"}, ""},
 		{"measure-routing-dry-run-address", []string{"measure-routing", "--image", "registry.example/graceguard:v1.4.0", "--url", "http://203.0.113.7/", "--dry-run"}, ""},
+		{"measure-routing-dry-run-ingress", []string{"measure-routing", "--image", "registry.example/graceguard:v1.4.0", "--url", "http://203.0.113.7/", "--host", "probe.shop.example", "--ingress-class", "nginx", "--dry-run"}, ""},
 		{"measure-routing-dry-run-in-cluster", []string{"measure-routing", "--image", "registry.example/graceguard:v1.4.0", "--in-cluster", "--dry-run", "--deletions=20", "--timeout=30m"}, ""},
 		{"measure-routing-bad-flags", []string{"measure-routing", "--url", "probe.shop.example", "--rate=5000", "--deletions=0", "--hold=90.5s", "--quiet=1m"}, ""},
 		{"check-ceiling-deny", []string{"check", "-f", "testdata/explain-raise.yaml", "--karpenter-termination-grace-period=40s", "--karpenter-ceiling-action=deny"}, ""},

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -30,6 +32,9 @@ type measureFlags struct {
 	timeout     time.Duration
 	profileName string
 	dryRun      bool
+	// ingressClass, when set, has the command route --url to the probe
+	// itself: an Ingress of that class for the URL's host.
+	ingressClass string
 }
 
 func defaultMeasureFlags() *measureFlags {
@@ -42,7 +47,7 @@ func defaultMeasureFlags() *measureFlags {
 func newMeasureRoutingCmd() *cobra.Command {
 	f := defaultMeasureFlags()
 	cmd := &cobra.Command{
-		Use:   "measure-routing (--url URL | --in-cluster) --image IMAGE",
+		Use:   "measure-routing (--url URL [--ingress-class CLASS] [--host HOST] | --in-cluster) --image IMAGE",
 		Short: "Measure how long your routing path sends requests to a deleted Pod, and print the routing profile it needs",
 		Long: `Measure how long your routing path sends requests to a deleted Pod, and
 print the routing profile it needs.
@@ -51,8 +56,9 @@ It deploys a probe (graceguard's image, 'webhook probe': each answer names
 its Pod) in a namespace of its own, with a Service named probe on port 80.
 
 With --url, route that URL to the Service (an Ingress, an HTTPRoute or a
-load balancer: the command prints one to create and waits for it); the
-load is sent from here. With --in-cluster, a Job in the namespace sends
+load balancer: the command prints one to create and waits for it), or
+name your --ingress-class and it creates the Ingress; the load is sent
+from here, with --host as its Host header when --url names an address. With --in-cluster, a Job in the namespace sends
 the load to the Service's ClusterIP (kube-proxy, or your CNI's service
 proxy) and deletes the Pods itself (a Role lets it); the command prints
 what the Job measured.
@@ -73,6 +79,7 @@ Services and Pods' deletions in them (--in-cluster: also a
 ServiceAccount, a Role, a RoleBinding and a Job, and to read Pod logs).`,
 		Example: `  kubectl graceguard measure-routing --image registry.example/graceguard:v1.4.0 --url http://probe.shop.example/ --dry-run
   kubectl graceguard measure-routing --image registry.example/graceguard:v1.4.0 --url http://probe.shop.example/
+  kubectl graceguard measure-routing --image registry.example/graceguard:v1.4.0 --url http://203.0.113.7/ --host probe.shop.example --ingress-class nginx
   kubectl graceguard measure-routing --image registry.example/graceguard:v1.4.0 --in-cluster`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -91,6 +98,7 @@ ServiceAccount, a Role, a RoleBinding and a Job, and to read Pod logs).`,
 	for _, fl := range kubeprobe.SettingsFlags(&f.s) {
 		fl.Bind(fs)
 	}
+	fs.StringVar(&f.ingressClass, flags.MeasureIngressClass, "", "with --url: create an Ingress of this IngressClass that routes --url's host (or --host) to the probe, instead of routing it yourself")
 	fs.BoolVar(&f.inCluster, "in-cluster", false, "send the load from a Job in the cluster to the probe's Service (ClusterIP), instead of from here to --url")
 	fs.StringVar(&f.image, flags.MeasureImage, "", "graceguard's image, as your cluster pulls it (the chart's image.repository:tag)")
 	fs.Var(flags.MeasureMargin.Value(&f.margin), flags.MeasureMargin.Name, "added to the slowest withdrawal before rounding up to the profile's routing delay")
@@ -123,6 +131,16 @@ func (f *measureFlags) validate() error {
 	case f.dryRun && s.URL == "":
 		s.URL = "http://probe.example.com/" // only the objects are printed
 	}
+	if f.inCluster && f.s.Host != "" {
+		errs = append(errs, flags.Invalid(flags.MeasureHost, f.s.Host, errors.New("--in-cluster calls the probe's Service by its own name: --host goes with --url")))
+	}
+	if f.ingressClass != "" {
+		if f.inCluster {
+			errs = append(errs, flags.Invalid(flags.MeasureIngressClass, f.ingressClass, errors.New("--in-cluster needs no Ingress: --ingress-class goes with --url")))
+		} else if msgs := validation.IsDNS1123Subdomain(f.ingressClass); len(msgs) > 0 {
+			errs = append(errs, flags.Invalid(flags.MeasureIngressClass, f.ingressClass, fmt.Errorf("not an IngressClass name: %s", strings.Join(msgs, "; "))))
+		}
+	}
 	errs = append(errs, s.Validate(urlRequired),
 		flags.MeasureMargin.Check(f.margin),
 		flags.MeasureTimeout.Check(f.timeout))
@@ -130,6 +148,28 @@ func (f *measureFlags) validate() error {
 		errs = append(errs, flags.Invalid(flags.MeasureProfileName, f.profileName, errors.New(strings.Join(msgs, "; "))))
 	}
 	return errors.Join(errs...)
+}
+
+// checkIngressClass fails when the cluster has no IngressClass class,
+// naming those it has.
+func checkIngressClass(ctx context.Context, kube kubernetes.Interface, class string) error {
+	_, err := kube.NetworkingV1().IngressClasses().Get(ctx, class, metav1.GetOptions{})
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading IngressClass %s: %w", class, err)
+	}
+	has := "none"
+	if list, lerr := kube.NetworkingV1().IngressClasses().List(ctx, metav1.ListOptions{}); lerr == nil && len(list.Items) > 0 {
+		names := make([]string, len(list.Items))
+		for i, c := range list.Items {
+			names[i] = c.Name
+		}
+		slices.Sort(names)
+		has = strings.Join(names, ", ")
+	}
+	return flags.Invalid(flags.MeasureIngressClass, class, fmt.Errorf("no IngressClass %s in this cluster; it has: %s (kubectl get ingressclass)", class, has))
 }
 
 // cleanupTimeout bounds the namespace's deletion, which runs on a context
@@ -149,6 +189,13 @@ func (f *measureFlags) run(ctx context.Context, objs probeSet, out, errOut io.Wr
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
+	if f.ingressClass != "" {
+		// Before anything is created: a class the cluster lacks would
+		// leave the Ingress unserved until --timeout.
+		if err := checkIngressClass(ctx, kube, f.ingressClass); err != nil {
+			return runtimeError{err}
+		}
+	}
 	m := &measurement{flags: f, kube: kube, errOut: errOut}
 	defer func() {
 		if cerr := m.cleanup(ctx); cerr != nil {
@@ -208,8 +255,12 @@ func (m *measurement) measure(ctx context.Context, objs probeSet) (routingprobe.
 	if m.flags.inCluster {
 		return m.waitClient(ctx)
 	}
-	fmt.Fprintf(m.errOut, "Route %s to Service %s/%s port 80 while this runs, e.g.:\n\n%s\n", m.flags.s.URL, ns.Name, kubeprobe.ProbeName,
-		indent(routeExample(ns.Name, m.flags.s.URL), "  "))
+	if objs.ingress != nil {
+		fmt.Fprintf(m.errOut, "Created Ingress %s (class %s) routing %s to it.\n", kubeprobe.ProbeName, m.flags.ingressClass, ingressHostText(objs.ingress))
+	} else {
+		fmt.Fprintf(m.errOut, "Route %s to Service %s/%s port 80 while this runs, e.g.:\n\n%s\n", m.flags.s.URL, ns.Name, kubeprobe.ProbeName,
+			indent(routeExample(ns.Name, m.flags.s.URL), "  "))
+	}
 	return kubeprobe.Run(ctx, m.flags.s, &kubeprobe.Cluster{Kube: m.kube, Namespace: ns.Name}, m.errOut)
 }
 

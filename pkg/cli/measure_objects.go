@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,7 +32,9 @@ type probeSet struct {
 	namespace  *corev1.Namespace
 	deployment *appsv1.Deployment
 	service    *corev1.Service
-	client     []client.Object
+	// ingress routes --url to the Service, with --ingress-class only.
+	ingress *networkingv1.Ingress
+	client  []client.Object
 }
 
 // clientName names the in-cluster client's ServiceAccount, Role,
@@ -121,10 +124,45 @@ func probeObjects(f *measureFlags) probeSet {
 		},
 	}
 	set := probeSet{namespace: ns, deployment: dep, service: svc}
+	if f.ingressClass != "" && !f.inCluster {
+		set.ingress = probeIngress(f, labels)
+	}
 	if f.inCluster {
 		set.client = clientObjects(f)
 	}
 	return set
+}
+
+// probeIngress routes --url's host (--host, when given; every host when
+// the URL names an address) to the probe's Service, through the user's
+// IngressClass.
+func probeIngress(f *measureFlags, labels map[string]string) *networkingv1.Ingress {
+	host := f.s.Host
+	if host == "" {
+		if u, err := url.Parse(f.s.URL); err == nil && net.ParseIP(u.Hostname()) == nil {
+			host = u.Hostname()
+		}
+	}
+	return &networkingv1.Ingress{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "Ingress"},
+		ObjectMeta: metav1.ObjectMeta{Name: kubeprobe.ProbeName, Labels: labels},
+		Spec: networkingv1.IngressSpec{
+			IngressClassName: ptr.To(f.ingressClass),
+			Rules: []networkingv1.IngressRule{{Host: host, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+				Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: ptr.To(networkingv1.PathTypePrefix), Backend: networkingv1.IngressBackend{
+					Service: &networkingv1.IngressServiceBackend{Name: kubeprobe.ProbeName, Port: networkingv1.ServiceBackendPort{Number: 80}},
+				}}},
+			}}}},
+		},
+	}
+}
+
+// ingressHostText names what an Ingress routes: its host, or every host.
+func ingressHostText(ing *networkingv1.Ingress) string {
+	if h := ing.Spec.Rules[0].Host; h != "" {
+		return "host " + h
+	}
+	return "every host"
 }
 
 // clientObjects are the in-cluster client's: a ServiceAccount whose Role
@@ -178,7 +216,11 @@ func clientObjects(f *measureFlags) []client.Object {
 
 // create creates the set's objects but the namespace in namespace.
 func (s probeSet) create(ctx context.Context, kube kubernetes.Interface, namespace string) error {
-	objs := append([]client.Object{s.deployment, s.service}, s.client...)
+	objs := []client.Object{s.deployment, s.service}
+	if s.ingress != nil {
+		objs = append(objs, s.ingress)
+	}
+	objs = append(objs, s.client...)
 	for _, o := range objs {
 		o.SetNamespace(namespace)
 		var err error
@@ -187,6 +229,8 @@ func (s probeSet) create(ctx context.Context, kube kubernetes.Interface, namespa
 			_, err = kube.AppsV1().Deployments(namespace).Create(ctx, o, metav1.CreateOptions{})
 		case *corev1.Service:
 			_, err = kube.CoreV1().Services(namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *networkingv1.Ingress:
+			_, err = kube.NetworkingV1().Ingresses(namespace).Create(ctx, o, metav1.CreateOptions{})
 		case *corev1.ServiceAccount:
 			_, err = kube.CoreV1().ServiceAccounts(namespace).Create(ctx, o, metav1.CreateOptions{})
 		case *rbacv1.Role:
@@ -210,7 +254,11 @@ func writeDryRun(w io.Writer, objs probeSet, f *measureFlags) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# kubectl graceguard measure-routing would create these objects, then delete its namespace at the end.\n")
 	fmt.Fprintf(&b, "# The namespace's name is generated (%s...).\n", kubeprobe.NSPrefix)
-	all := append([]runtime.Object{objs.namespace, objs.deployment, objs.service}, clientRuntimeObjects(objs.client)...)
+	all := []runtime.Object{objs.namespace, objs.deployment, objs.service}
+	if objs.ingress != nil {
+		all = append(all, objs.ingress)
+	}
+	all = append(all, clientRuntimeObjects(objs.client)...)
 	for _, o := range all {
 		y, err := cleanYAML(o)
 		if err != nil {
@@ -219,9 +267,16 @@ func writeDryRun(w io.Writer, objs probeSet, f *measureFlags) error {
 		b.WriteString("---\n")
 		b.Write(y)
 	}
-	if f.inCluster {
+	switch {
+	case objs.ingress != nil:
+		via := f.s.URL
+		if f.s.Host != "" {
+			via += " with Host: " + f.s.Host
+		}
+		fmt.Fprintf(&b, "# Ingress %s (class %s) routes %s to the probe; the load goes to %s from here.\n", kubeprobe.ProbeName, f.ingressClass, ingressHostText(objs.ingress), via)
+	case f.inCluster:
 		fmt.Fprintf(&b, "# Job %s sends the load to Service %s and deletes the Pods; the command prints what it measured.\n", clientName, kubeprobe.ProbeName)
-	} else {
+	default:
 		target := f.s.URL
 		if target == "" {
 			target = "--url"

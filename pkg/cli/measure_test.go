@@ -41,6 +41,10 @@ func TestMeasureRoutingFlagErrorsNameTheFlagTheValueAndWhatIsAccepted(t *testing
 		{"a negative margin", append(base, "--margin=-1s"), "--margin=-1s: want 0s to 5m"},
 		{"a timeout too short to do anything", append(base, "--timeout=1s"), "--timeout=1s: want 5s to 6h"},
 		{"a profile name that is not a DNS label", append(base, "--profile-name=Corp_LB"), "--profile-name=Corp_LB: a lowercase RFC 1123 label"},
+		{"a host that is no DNS name", append(base, "--host=probe shop"), "--host=probe shop: want a DNS name, the host your path routes by (e.g. probe.shop.example)"},
+		{"--host with --in-cluster", []string{"measure-routing", "--image=x", "--in-cluster", "--host=probe.shop.example"}, "--host=probe.shop.example: --in-cluster calls the probe's Service by its own name: --host goes with --url"},
+		{"--ingress-class with --in-cluster", []string{"measure-routing", "--image=x", "--in-cluster", "--ingress-class=nginx"}, "--ingress-class=nginx: --in-cluster needs no Ingress: --ingress-class goes with --url"},
+		{"an IngressClass name that cannot be one", append(base, "--ingress-class=Nginx_Public"), "--ingress-class=Nginx_Public: not an IngressClass name: a lowercase RFC 1123 subdomain"},
 		{"-n is not taken: the namespace is generated", append(base, "-n", "shop"), "unknown shorthand flag: 'n' in -n"},
 	}
 	for _, tt := range tests {

@@ -145,9 +145,11 @@ var ProbeListen = Address{Name: "listen"}
 // measured, and at most budget.MaxTerm so the profile it yields is one
 // graceguard accepts.
 const (
-	MeasureURL         = "url"
-	MeasureImage       = "image"
-	MeasureProfileName = "profile-name"
+	MeasureURL          = "url"
+	MeasureHost         = "host"
+	MeasureIngressClass = "ingress-class"
+	MeasureImage        = "image"
+	MeasureProfileName  = "profile-name"
 )
 
 var (

@@ -254,3 +254,20 @@ func TestWaitServing(t *testing.T) {
 		t.Fatalf("got %q, %v; want probe-1", pod, err)
 	}
 }
+
+// A path that routes by host is reached at an address with the host in
+// the Host header; without one, the URL's own host goes.
+func TestNewClientForSendsTheHostHeader(t *testing.T) {
+	hosts := make(chan string, 2)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hosts <- r.Host
+		fmt.Fprint(w, "pod-a")
+	}))
+	defer srv.Close()
+	for _, tc := range []struct{ host, want string }{{"probe.shop.example", "probe.shop.example"}, {"", srv.Listener.Addr().String()}} {
+		Get(t.Context(), NewClientFor(tc.host), srv.URL+"/")
+		if got := <-hosts; got != tc.want {
+			t.Errorf("NewClientFor(%q) sent Host %q, want %q", tc.host, got, tc.want)
+		}
+	}
+}

@@ -82,8 +82,37 @@ func ParseResult(log []byte) (Result, error) {
 // keep reaching a withdrawn Pod until the Pod closed it. Redirects are
 // answers, not followed.
 func NewClient() *http.Client {
+	return newClient(nil)
+}
+
+// NewClientFor is NewClient sending host in each request's Host header
+// ("" : the URL's), for a path that routes by host to an address.
+func NewClientFor(host string) *http.Client {
+	if host == "" {
+		return NewClient()
+	}
+	return newClient(func(r *http.Request) { r.Host = host })
+}
+
+func newClient(edit func(*http.Request)) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.DisableKeepAlives = true
-	return &http.Client{Timeout: 5 * time.Second, Transport: tr,
+	var rt http.RoundTripper = tr
+	if edit != nil {
+		rt = editRequests{tr, edit}
+	}
+	return &http.Client{Timeout: 5 * time.Second, Transport: rt,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// editRequests edits each request before rt sends it.
+type editRequests struct {
+	rt   http.RoundTripper
+	edit func(*http.Request)
+}
+
+func (e editRequests) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	e.edit(r)
+	return e.rt.RoundTrip(r)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -17,6 +18,7 @@ import (
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -174,8 +176,9 @@ var _ = Describe("kubectl graceguard measure-routing", Ordered, func() {
 	It("measures each withdrawal through the path and prints the profile it needs", func(ctx SpecContext) {
 		const withdrawal = 400 * time.Millisecond
 		fp := startFakeProbes(ctx, 2, withdrawal)
+		class := ingressClass(ctx, "probe-lb")
 		code, stdout, stderr := measureRouting(ctx, "--url", fp.router.URL+"/", "--timeout=90s", "--replicas=2", "--deletions=3",
-			"--rate=100", "--hold=6s", "--quiet=1s", "--margin=1s", "--profile-name=corp-lb")
+			"--rate=100", "--hold=6s", "--quiet=1s", "--margin=1s", "--profile-name=corp-lb", "--ingress-class="+class, "--host=probe.shop.example")
 		fp.stop()
 		GinkgoWriter.Printf("$ kubectl graceguard measure-routing ...\n%s\n--- stdout\n%s", stderr, stdout)
 		Expect(code).To(Equal(cli.ExitOK), stderr)
@@ -202,6 +205,24 @@ var _ = Describe("kubectl graceguard measure-routing", Ordered, func() {
 		Expect(stdout).To(ContainSubstring(" 0 failed"))
 		Expect(stderr).To(ContainSubstring("Deleted namespace " + fp.namespace() + "."))
 		expectDeleted(ctx, fp.namespace())
+
+		By("--ingress-class: the Ingress it made routed --host to the probe's Service, and every request named that host")
+		Expect(stderr).To(ContainSubstring("Created Ingress probe (class " + class + ") routing host probe.shop.example to it."))
+		ing := must(kube.NetworkingV1().Ingresses(fp.namespace()).Get(ctx, "probe", metav1.GetOptions{}))
+		Expect(*ing.Spec.IngressClassName).To(Equal(class))
+		Expect(ing.Spec.Rules).To(HaveLen(1))
+		Expect(ing.Spec.Rules[0].Host).To(Equal("probe.shop.example"))
+		Expect(ing.Spec.Rules[0].HTTP.Paths[0].Backend.Service.Name).To(Equal("probe"))
+		Expect(fp.hosts()).To(Equal([]string{"probe.shop.example"}))
+	})
+
+	It("refuses an IngressClass the cluster lacks before it creates anything, naming those it has", func(ctx SpecContext) {
+		have := ingressClass(ctx, "probe-have")
+		code, stdout, stderr := measureRouting(ctx, "--url", "http://203.0.113.7/", "--ingress-class=no-such-class", "--timeout=30s")
+		Expect(code).To(Equal(cli.ExitUsage))
+		Expect(stdout).To(BeEmpty())
+		Expect(stderr).To(MatchRegexp(`error: --ingress-class=no-such-class: no IngressClass no-such-class in this cluster; it has: [a-z0-9, -]*\b%s\b`, have))
+		Expect(probeNamespaces(ctx)).To(BeEmpty(), "nothing created")
 	})
 
 	It("--in-cluster creates the client's ServiceAccount, Role, RoleBinding and Job, and fails on --timeout when the Job never runs", func(ctx SpecContext) {
@@ -301,6 +322,8 @@ type fakeProbes struct {
 	backends map[string]*httptest.Server
 	routed   []string
 	deleted  []string
+	// hostSeen holds each Host header the router was sent.
+	hostSeen map[string]bool
 	next     int
 	cancel   context.CancelFunc
 	done     chan struct{}
@@ -331,6 +354,13 @@ func (fp *fakeProbes) deletedPods() []string {
 	return slices.Clone(fp.deleted)
 }
 
+// hosts are the Host headers the router was sent, sorted.
+func (fp *fakeProbes) hosts() []string {
+	fp.mu.Lock()
+	defer fp.mu.Unlock()
+	return slices.Sorted(maps.Keys(fp.hostSeen))
+}
+
 func (fp *fakeProbes) stop() {
 	fp.cancel()
 	<-fp.done
@@ -342,8 +372,12 @@ func (fp *fakeProbes) stop() {
 	}
 }
 
-func (fp *fakeProbes) route(w http.ResponseWriter, _ *http.Request) {
+func (fp *fakeProbes) route(w http.ResponseWriter, r *http.Request) {
 	fp.mu.Lock()
+	if fp.hostSeen == nil {
+		fp.hostSeen = map[string]bool{}
+	}
+	fp.hostSeen[r.Host] = true
 	if len(fp.routed) == 0 {
 		fp.mu.Unlock()
 		http.Error(w, "no backend", http.StatusServiceUnavailable)
@@ -421,4 +455,18 @@ func (fp *fakeProbes) loop(ctx context.Context, replicas int, withdrawal time.Du
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// ingressClass creates an IngressClass named after prefix, for a
+// controller nobody runs here.
+func ingressClass(ctx context.Context, prefix string) string {
+	GinkgoHelper()
+	c := must(kube.NetworkingV1().IngressClasses().Create(ctx, &networkingv1.IngressClass{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"},
+		Spec:       networkingv1.IngressClassSpec{Controller: "example.com/" + prefix},
+	}, metav1.CreateOptions{}))
+	DeferCleanup(func(ctx SpecContext) {
+		Expect(kube.NetworkingV1().IngressClasses().Delete(ctx, c.Name, metav1.DeleteOptions{})).To(Succeed())
+	})
+	return c.Name
 }

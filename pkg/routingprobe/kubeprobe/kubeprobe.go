@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/graceguard/graceguard/pkg/flags"
@@ -48,7 +49,9 @@ const Selector = LabelName + "=" + ProbeAppName
 // Settings are a measurement's: what both the plugin and the in-cluster
 // client read from their flags.
 type Settings struct {
-	URL         string
+	URL string
+	// Host is the Host header of the requests to URL ("": URL's host).
+	Host        string
 	Replicas    int
 	Deletions   int
 	Rate        int
@@ -65,7 +68,7 @@ func DefaultSettings() Settings {
 // Validate names every wrong value at once, by its flag. urlHint follows
 // "required: " when URL is empty.
 func (s Settings) Validate(urlHint string) error {
-	errs := []error{checkURL(s.URL, urlHint),
+	errs := []error{checkURL(s.URL, urlHint), checkHost(s.Host),
 		flags.MeasureReplicas.Check(int64(s.Replicas)),
 		flags.MeasureDeletions.Check(int64(s.Deletions)),
 		flags.MeasureRate.Check(int64(s.Rate)),
@@ -100,6 +103,17 @@ func checkURL(s, hint string) error {
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return flags.Invalid(flags.MeasureURL, s, errors.New("want an http:// or https:// URL with a host"))
+	}
+	return nil
+}
+
+// checkHost accepts "" or a DNS name.
+func checkHost(h string) error {
+	if h == "" {
+		return nil
+	}
+	if msgs := validation.IsDNS1123Subdomain(h); len(msgs) > 0 {
+		return flags.Invalid(flags.MeasureHost, h, fmt.Errorf("want a DNS name, the host your path routes by (e.g. probe.shop.example): %s", strings.Join(msgs, "; ")))
 	}
 	return nil
 }
@@ -205,6 +219,8 @@ func SettingsFlags(s *Settings) []flags.Flag {
 	return []flags.Flag{
 		{Name: flags.MeasureURL, Value: flags.String(&s.URL),
 			Usage: "http(s) URL of your path (Ingress, HTTPRoute, load balancer) to the probe's Service, reachable from here"},
+		{Name: flags.MeasureHost, Value: flags.String(&s.Host),
+			Usage: "the Host header of the requests to --url, when your path routes by a host that --url does not name (an address)"},
 		{Name: flags.MeasureReplicas.Name, Value: flags.Int(&s.Replicas), Usage: "probe Pods"},
 		{Name: flags.MeasureDeletions.Name, Value: flags.Int(&s.Deletions), Usage: "Pods to delete, one at a time: one withdrawal each"},
 		{Name: flags.MeasureRate.Name, Value: flags.Int(&s.Rate), Usage: "requests per second sent to the path"},
@@ -218,7 +234,7 @@ func SettingsFlags(s *Settings) []flags.Flag {
 
 // Args are the flags that give a Job's client the same settings.
 func (s Settings) Args() []string {
-	return []string{
+	args := []string{
 		"--" + flags.MeasureURL + "=" + s.URL,
 		fmt.Sprintf("--%s=%d", flags.MeasureReplicas.Name, s.Replicas),
 		fmt.Sprintf("--%s=%d", flags.MeasureDeletions.Name, s.Deletions),
@@ -227,4 +243,8 @@ func (s Settings) Args() []string {
 		"--" + flags.MeasureHold.Name + "=" + flags.MeasureHold.Format(s.Hold),
 		"--" + flags.MeasureQuiet.Name + "=" + flags.MeasureQuiet.Format(s.Quiet),
 	}
+	if s.Host != "" {
+		args = append(args, "--"+flags.MeasureHost+"="+s.Host)
+	}
+	return args
 }

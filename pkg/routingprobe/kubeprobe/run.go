@@ -19,7 +19,7 @@ func Run(ctx context.Context, s Settings, c *Cluster, progress io.Writer) (routi
 		return routingprobe.Result{}, err
 	}
 	fmt.Fprintf(progress, "%d probe Pods Ready; waiting for %s to reach one.\n", s.Replicas, s.URL)
-	client := routingprobe.NewClient()
+	client := routingprobe.NewClientFor(s.Host)
 	wait := time.Hour
 	if d, ok := ctx.Deadline(); ok {
 		wait = time.Until(d).Round(time.Second)
