@@ -81,8 +81,8 @@ go_directive=$(sed -n 's/^go \([0-9.]*\)$/\1/p' "${mod_dir}/go.mod")
 } >"${build}/go.mod"
 cp "${mod_dir}/go.sum" "${build}/go.sum"
 chmod u+w "${build}/go.sum"
-want_replaces=$(cd "${mod_dir}" && GOWORK=off GOFLAGS= go mod edit -json | jq '.Replace | length')
-got_replaces=$(cd "${build}" && GOWORK=off GOFLAGS= go mod edit -json | jq '.Replace | length')
+want_replaces=$(cd "${mod_dir}" && GOWORK=off GOFLAGS= go mod edit -json | grep -c '"Old": {')
+got_replaces=$(cd "${build}" && GOWORK=off GOFLAGS= go mod edit -json | grep -c '"Old": {')
 [[ "${want_replaces}" -gt 0 && "${want_replaces}" == "${got_replaces}" ]] ||
 	die "the wrapper has ${got_replaces} replaces, Argo's go.mod ${want_replaces}"
 log "wrapper module ${build}: ${got_replaces} replaces from Argo's go.mod"
