@@ -162,6 +162,10 @@ envtest-assets: ## Build or reuse kube-apiserver and etcd for envtest (bin/k8s/<
 traefik: ## Build or reuse Traefik, e2e scenario 13's ingress controller, from the Go module proxy (bin/traefik-<version>; make e2e does it too).
 	@hack/traefik.sh
 
+.PHONY: argo-rollouts
+argo-rollouts: ## Build or reuse Argo Rollouts' controller, e2e scenario 18's, from the Go module proxy (bin/argo-rollouts-<version>; make e2e does it too).
+	@hack/argo-rollouts.sh
+
 ##@ Chart
 
 .PHONY: chart-docs

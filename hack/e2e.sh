@@ -15,6 +15,8 @@
 # builds them once into bin/): the suite loads the chart's alerts into it.
 # Scenario 13's ingress is a real Traefik built from the Go module proxy
 # (hack/traefik.sh, once into bin/traefik-<version>), named in GG_E2E_TRAEFIK.
+# Scenario 18's Argo Rollouts controller likewise (hack/argo-rollouts.sh, once
+# into bin/argo-rollouts-<version>), named in GG_E2E_ARGO_ROLLOUTS.
 # Linux, root. Flags go to the runner: -focus REGEXP, -keep, -docs pass|always|never, -timeout 60m.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,5 +27,7 @@ make --no-print-directory e2e-tools
 eval "$(make --no-print-directory -s e2e-tools-env)"
 GG_E2E_TRAEFIK="${GG_E2E_TRAEFIK:-$(hack/traefik.sh)}"
 export GG_E2E_TRAEFIK
+GG_E2E_ARGO_ROLLOUTS="${GG_E2E_ARGO_ROLLOUTS:-$(hack/argo-rollouts.sh)}"
+export GG_E2E_ARGO_ROLLOUTS
 go -C test build -o ../bin/e2e-runner ./e2e/cmd/e2e
 exec bin/e2e-runner "$@"

@@ -295,6 +295,11 @@ var _ = Describe("graceguard on a real node", Ordered, ContinueOnFailure, func()
 		requireInstalled()
 		dbSidecar(ctx)
 	}, NodeTimeout(10*time.Minute))
+
+	It("18. Argo Rollouts' real controller: a canary under load loses none with graceguard's budget, loses some without; a short scaleDownDelaySeconds is warned", func(ctx SpecContext) {
+		requireInstalled()
+		argoCanary(ctx)
+	}, NodeTimeout(12*time.Minute))
 })
 
 // certMountTimes reads, from each webhook replica's log, when its rotator
@@ -384,6 +389,9 @@ func installValues() map[string]any {
 		// created while graceguard is down still get their budget
 		// (scenarios 12 and 15).
 		"nativeFloor": map[string]any{"mutate": true},
+		// The workload webhook's rule for Argo Rollouts' Rollouts: Argo is
+		// installed after graceguard here, by scenario 18.
+		"webhooks": map[string]any{"validateWorkloads": map[string]any{"argoRollouts": "always"}},
 	}
 }
 

@@ -52,10 +52,9 @@ const (
 // monitor is the running Prometheus and what the specs marked on its
 // clock.
 type monitor struct {
+	hostProcs
 	url     string
 	started time.Time
-	cmds    []*exec.Cmd
-	waits   []chan struct{}
 
 	prometheus, kubeStateMetrics string
 	rules                        []string
@@ -213,9 +212,16 @@ func versionLine(ctx context.Context, bin, arg string) string {
 	return strings.TrimSpace(line)
 }
 
+// hostProcs are programs the suite runs on the node as host processes, its
+// children: Prometheus, kube-state-metrics, Argo Rollouts' controller.
+type hostProcs struct {
+	cmds  []*exec.Cmd
+	waits []chan struct{}
+}
+
 // start runs bin as a child of the suite: it dies with it (SIGKILL when the
 // suite's process goes, however it goes) and stop ends it.
-func (m *monitor) start(ctx context.Context, logPath, bin string, args ...string) {
+func (p *hostProcs) start(ctx context.Context, logPath, bin string, args ...string) {
 	GinkgoHelper()
 	logf := must(os.Create(logPath))
 	cmd := exec.Command(bin, args...)
@@ -225,7 +231,7 @@ func (m *monitor) start(ctx context.Context, logPath, bin string, args ...string
 	logf.Close()
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
-	m.cmds, m.waits = append(m.cmds, cmd), append(m.waits, done)
+	p.cmds, p.waits = append(p.cmds, cmd), append(p.waits, done)
 	select {
 	case <-done:
 		Fail(fmt.Sprintf("%s exited at once; see %s", filepath.Base(bin), logPath))
@@ -234,20 +240,27 @@ func (m *monitor) start(ctx context.Context, logPath, bin string, args ...string
 	}
 }
 
-// stop ends Prometheus, then kube-state-metrics: SIGTERM, SIGKILL after 10 s.
+// stop ends Prometheus, then kube-state-metrics.
 func (m *monitor) stop() {
 	if m == nil {
 		return
 	}
-	for i := len(m.cmds) - 1; i >= 0; i-- {
-		_ = m.cmds[i].Process.Signal(syscall.SIGTERM)
+	m.hostProcs.stop()
+}
+
+// stop ends the processes, the last started first: SIGTERM, SIGKILL after
+// 10 s.
+func (p *hostProcs) stop() {
+	for i := len(p.cmds) - 1; i >= 0; i-- {
+		_ = p.cmds[i].Process.Signal(syscall.SIGTERM)
 		select {
-		case <-m.waits[i]:
+		case <-p.waits[i]:
 		case <-time.After(10 * time.Second):
-			_ = m.cmds[i].Process.Kill()
-			<-m.waits[i]
+			_ = p.cmds[i].Process.Kill()
+			<-p.waits[i]
 		}
 	}
+	p.cmds, p.waits = nil, nil
 }
 
 // since is t in seconds on Prometheus' clock.

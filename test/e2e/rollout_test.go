@@ -106,18 +106,19 @@ type armLoad struct {
 // Pod is replaced.
 func runArm(ctx context.Context, arm *evidence.Arm, disrupt func()) {
 	GinkgoHelper()
-	runArmWith(ctx, arm, armLoad{rate: rolloutRate, work: rolloutWork, timeout: rolloutTimeout}, disrupt)
+	dep := must(kube.AppsV1().Deployments(arm.Namespace).Get(ctx, "web", metav1.GetOptions{}))
+	runArmWith(ctx, arm, armLoad{rate: rolloutRate, work: rolloutWork, timeout: rolloutTimeout}, int(*dep.Spec.Replicas), disrupt)
 }
 
-// runArmWith is runArm with a load of its own.
-func runArmWith(ctx context.Context, arm *evidence.Arm, l armLoad, disrupt func()) {
+// runArmWith is runArm with a load of its own, for a workload "web" (a
+// Deployment, an Argo Rollout) of replicas Pods labelled app=web.
+func runArmWith(ctx context.Context, arm *evidence.Arm, l armLoad, replicas int, disrupt func()) {
 	GinkgoHelper()
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r := startRouter(rctx, arm.Namespace, "web", routerLag)
 	old := readyPods(ctx, arm.Namespace, "app=web")
-	dep := must(kube.AppsV1().Deployments(arm.Namespace).Get(ctx, "web", metav1.GetOptions{}))
-	Expect(old).To(HaveLen(int(*dep.Spec.Replicas)), "every replica of %s/web ready before the disruption", arm.Namespace)
+	Expect(old).To(HaveLen(replicas), "every replica of %s/web ready before the disruption", arm.Namespace)
 	oldIPs := podIPs(old)
 	Eventually(r.endpoints).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).Should(Equal(oldIPs), "the router knows the Pods")
 	c := old[0].Spec.Containers[0]

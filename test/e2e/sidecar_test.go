@@ -186,7 +186,7 @@ func runSidecarArm(ctx context.Context, a *evidence.SidecarArm) {
 		Expect(ok).To(BeTrue(), "the sidecar's log of %s", p.Name)
 		logs = append(logs, f)
 	}
-	runArmWith(ctx, &a.Arm, armLoad{rate: sidecarRate, work: sidecarWork, timeout: sidecarTimeout}, func() {
+	runArmWith(ctx, &a.Arm, armLoad{rate: sidecarRate, work: sidecarWork, timeout: sidecarTimeout}, sidecarReplicas, func() {
 		restartTemplate(ctx, a.Namespace, "web")
 		waitDeploymentDone(ctx, a.Namespace, "web", 5*time.Minute)
 	})

@@ -98,6 +98,7 @@ type Run struct {
 	Drain       *Drain       `json:"nodeDrain,omitempty"`
 	Degrade     *Degrade     `json:"degrade,omitempty"`
 	DBSidecar   *DBSidecar   `json:"databaseSidecar,omitempty"`
+	ArgoRollout *ArgoRollout `json:"argoRollout,omitempty"`
 }
 
 // Env is what the run ran on.
@@ -663,6 +664,82 @@ type SidecarPod struct {
 	SidecarLogEnded bool `json:"sidecarLogEnded"`
 }
 
+// ArgoRollout is scenario 18 (issue 43): Argo Rollouts' real controller
+// moves a Rollout of the drain app to a new revision through canary steps
+// (setWeight and pause, no traffic router: replica counts split the
+// traffic), under load behind the router; and graceguard's warning for a
+// blue-green Rollout whose scaleDownDelaySeconds is shorter than its Pods'
+// routing term.
+type ArgoRollout struct {
+	// Started and Env are the run's that recorded the scenario.
+	Started time.Time `json:"started"`
+	Env     Env       `json:"env"`
+	// Version is the pinned module's; Controller what the binary built
+	// from it says; CRDs the CRDs installed from that module; WebhookRule
+	// graceguard's webhook and rule for Rollouts, "none" when absent.
+	Version     string   `json:"version"`
+	Controller  string   `json:"controller"`
+	CRDs        []string `json:"crds"`
+	WebhookRule string   `json:"webhookRule"`
+	// Annotations are arm A's template annotations ("key: value");
+	// Strategy and Steps the canary's.
+	Annotations   []string    `json:"templateAnnotations"`
+	Replicas      int         `json:"replicas"`
+	Strategy      string      `json:"strategy"`
+	Steps         []string    `json:"steps"`
+	RouterLag     Secs        `json:"routerLagSeconds"`
+	Rate          int         `json:"requestsPerSecond"`
+	Work          Secs        `json:"workSeconds"`
+	ClientTimeout Secs        `json:"clientTimeoutSeconds"`
+	Arms          []*ArgoArm  `json:"arms"`
+	Warning       ArgoWarning `json:"warning"`
+	Checks        Checks      `json:"checks"`
+}
+
+// ArgoArm is one Rollout moved to a new revision under load: what the
+// clients saw (Arm), and what Argo's controller did.
+type ArgoArm struct {
+	Arm
+	// FromHash and ToHash are the stable ReplicaSet's pod-template hash
+	// before and after; Phase and Revision the Rollout's at the end.
+	FromHash string `json:"fromHash"`
+	ToHash   string `json:"toHash"`
+	Phase    string `json:"phase"`
+	Revision string `json:"revision"`
+	// StepEvents are the controller's RolloutStepCompleted events;
+	// Progress each change of the Rollout's status it was seen in
+	// (seconds after the new revision).
+	StepEvents []string   `json:"stepEvents"`
+	Progress   []ArgoStep `json:"progress"`
+	// Pods are every Pod of the Rollout created during the scenario
+	// (both revisions), with graceguard's budget annotation.
+	Pods []ArgoPod `json:"pods"`
+}
+
+// ArgoStep is a Rollout's status when it changed.
+type ArgoStep struct {
+	At      Secs   `json:"at"`
+	Phase   string `json:"phase"`
+	Step    string `json:"currentStepIndex"`
+	Message string `json:"message,omitempty"`
+	Updated string `json:"updatedReplicas"`
+	Ready   string `json:"readyReplicas"`
+}
+
+// ArgoPod is one Pod and its graceguard.io/budget ("" when none).
+type ArgoPod struct {
+	Pod    string `json:"pod"`
+	Budget string `json:"budget"`
+}
+
+// ArgoWarning is the Rollout created to draw graceguard's scale-down
+// warning, and the warnings the API server returned for it.
+type ArgoWarning struct {
+	Strategy string   `json:"strategy"`
+	Routing  string   `json:"routing"`
+	Warnings []string `json:"warnings"`
+}
+
 // PodNode is where a Pod ran.
 type PodNode struct {
 	Pod  string `json:"pod"`
@@ -1128,6 +1205,10 @@ func (r *Run) scenarios() []scenario {
 	// Runs from before this scenario existed have no such row.
 	if r.DBSidecar != nil {
 		add("db-sidecar", "16. A database proxy sidecar named in graceguard.io/sidecars", true, r.DBSidecar.Checks)
+	}
+	// Runs from before this scenario existed have no such row.
+	if r.ArgoRollout != nil {
+		add("argo", "18. Argo Rollouts' real controller: a canary under load", true, r.ArgoRollout.Checks)
 	}
 	return out
 }

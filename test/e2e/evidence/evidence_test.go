@@ -517,3 +517,41 @@ func TestRendersTheDBSidecarScenario(t *testing.T) {
 		}
 	}
 }
+
+func TestRendersTheArgoRolloutScenario(t *testing.T) {
+	ran := time.Date(2026, 12, 7, 22, 5, 0, 0, time.UTC)
+	r := &Run{Schema: Schema, Started: ran, Env: Env{GitCommit: "abc"}, ArgoRollout: &ArgoRollout{Started: ran, Env: Env{GitCommit: "abc"},
+		Version: "v1.10.1", Controller: "v1.10.1+unknown", CRDs: []string{"rollouts.argoproj.io"},
+		WebhookRule: "validate-workloads.graceguard.io: argoproj.io/v1alpha1 rollouts", Annotations: []string{"graceguard.io/routing-delay: 5s"},
+		Replicas: 4, Strategy: "canary maxSurge=1 maxUnavailable=0, no trafficRouting", Steps: []string{"setWeight 25", "pause 5s"},
+		RouterLag: 2, Rate: 50, Work: 0.1, ClientTimeout: 5,
+		Arms: []*ArgoArm{
+			{Arm: Arm{Name: "A: graceguard", OptedIn: true, PreStop: "sleep 5s", Grace: 30, Budget: "routing=5s grace=30s", Sent: 900, Succeeded: 900, Rollout: 50, Load: 60},
+				FromHash: "aaa", ToHash: "bbb", Phase: "Healthy", Revision: "2", StepEvents: []string{"Rollout step 1/2 completed (setWeight: 25)"}},
+			{Arm: Arm{Name: "B: no graceguard", PreStop: "none", Grace: 30, Sent: 800, Succeeded: 700, Failed: 100, ByKind: map[string]int{"eof": 100}, Rollout: 45, Load: 55,
+				Samples: []Failure{{At: 7.5, Endpoint: "10.244.0.9", Kind: "eof", Detail: "EOF"}}},
+				FromHash: "ccc", ToHash: "ddd", Phase: "Healthy", Revision: "2"},
+		},
+		Warning: ArgoWarning{Strategy: "blueGreen scaleDownDelaySeconds=2", Routing: "5s",
+			Warnings: []string{"spec.strategy.blueGreen.scaleDownDelaySeconds: 2s < routing 5s: scaled down before routes move; raise to 5"}}}}
+	r.ArgoRollout.Checks.Add("A (graceguard): no failed request", "0 failed", true, "0 failed of 900 (none)")
+	md := Markdown(r, ".")
+	for _, want := range []string{
+		"| 18. Argo Rollouts' real controller: a canary under load | passed | v1.10.1+unknown: A: graceguard: 0 of 900 failed, Healthy at revision 2; " +
+			"B: no graceguard: 100 of 800 failed, Healthy at revision 2; blueGreen scaleDownDelaySeconds=2: warned \"spec.strategy.blueGreen.scaleDownDelaySeconds: 2s < routing 5s",
+		"## 18. Argo Rollouts' real controller: a canary under load (issue 43)",
+		"| A: graceguard | sleep 5s, grace 30; `routing=5s grace=30s` | aaa → bbb | Healthy, 2 | 900 | 900 | 0 | none | 50.0 s | 60.0 s |",
+		"| B: no graceguard | none, grace 30 | ccc → ddd | Healthy, 2 | 800 | 700 | 100 | eof 100 | 45.0 s | 55.0 s |",
+		"A: graceguard: the controller's steps: Rollout step 1/2 completed (setWeight: 25).",
+		"B: no graceguard: the controller's steps: none.",
+		"the API server returned `spec.strategy.blueGreen.scaleDownDelaySeconds: 2s < routing 5s: scaled down before routes move; raise to 5`.",
+		"| 7.50 s | 10.244.0.9 | eof | EOF |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the Argo scenario renders without %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "Recorded by a run of its own") {
+		t.Error("the scenario of the page's own run is said to come from another run")
+	}
+}
