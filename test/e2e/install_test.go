@@ -295,6 +295,11 @@ var _ = Describe("graceguard on a real node", Ordered, ContinueOnFailure, func()
 		requireInstalled()
 		dbSidecar(ctx)
 	}, NodeTimeout(10*time.Minute))
+
+	It("17. kubectl graceguard measure-routing on the node: through Traefik it agrees with scenario 13's method, through kube-proxy it times the ClusterIP from its Job", func(ctx SpecContext) {
+		requireInstalled()
+		measureRoutingOnNode(ctx)
+	}, NodeTimeout(35*time.Minute))
 })
 
 // certMountTimes reads, from each webhook replica's log, when its rotator
