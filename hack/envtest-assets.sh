@@ -6,7 +6,7 @@
 #   hack/envtest-assets.sh [COMPONENT...]
 #
 #   COMPONENT  extra binaries to ensure next to kube-apiserver and etcd, any of:
-#              kubelet kube-controller-manager kube-scheduler kubectl
+#              kubelet kube-controller-manager kube-scheduler kube-proxy kubectl
 #
 # stdout: exactly one line, the absolute directory holding the binaries
 #         (suitable as KUBEBUILDER_ASSETS). Everything else goes to stderr.
@@ -61,14 +61,14 @@ for arg in "$@"; do
 		usage
 		exit 0
 		;;
-	kubelet | kube-controller-manager | kube-scheduler | kubectl)
+	kubelet | kube-controller-manager | kube-scheduler | kube-proxy | kubectl)
 		case " ${extras[*]-} " in
 		*" ${arg} "*) ;;
 		*) extras+=("${arg}") ;;
 		esac
 		;;
 	*)
-		die "unknown component '${arg}'; accepted: kubelet kube-controller-manager kube-scheduler kubectl"
+		die "unknown component '${arg}'; accepted: kubelet kube-controller-manager kube-scheduler kube-proxy kubectl"
 		;;
 	esac
 done
@@ -351,7 +351,7 @@ build_kubernetes() { # build_kubernetes COMPONENT...
 	# Import kube-apiserver, what we build now and what was built before, so
 	# that tidy keeps one stable module for all of them.
 	local all=(kube-apiserver "$@") seen=" "
-	for c in kubelet kube-controller-manager kube-scheduler kubectl; do
+	for c in kubelet kube-controller-manager kube-scheduler kube-proxy kubectl; do
 		if [[ -x "${out_dir}/${c}" ]]; then all+=("${c}"); fi
 	done
 	for c in "${all[@]}"; do

@@ -119,7 +119,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				return routingprobe.Serve(ctx, cfg.Listen, os.Getenv("POD_NAME"), probeDrain)
 			}}.run(ctx, args[1:], stdout, stderr)
 	case "measure":
-		// `webhook measure --url=http://probe/ [flags]`: the Job of
+		// `webhook measure --url=http://$(PROBE_SERVICE_HOST)/ [flags]`: the Job of
 		// `kubectl graceguard measure-routing --in-cluster`. It prints its
 		// progress, then the result the plugin reads from its log.
 		cfg := config.MeasureConfig{Settings: kubeprobe.DefaultSettings(), Namespace: os.Getenv("POD_NAMESPACE")}

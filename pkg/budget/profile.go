@@ -67,7 +67,7 @@ const (
 func BuiltinProfiles() []Profile {
 	return []Profile{
 		{Name: ProfileKubeProxy, Routing: 5 * time.Second, Basis: BasisDerived,
-			Source: "graceguard default: EndpointSlice update + kube-proxy sync (minSyncPeriod 1s, kubernetes#92836)"},
+			Source: "graceguard default: slice update + kube-proxy sync (kubernetes#92836); e2e scenario 17: <=0.97s"},
 		{Name: ProfileIngressNginx, Routing: 10 * time.Second, Basis: BasisDerived,
 			Source: "ingress-nginx --sync-rate-limit 0.3/s (<=3.3s) + 1s Lua backend sync, doubled"},
 		{Name: ProfileAWSALBIP, Routing: time.Minute, Basis: BasisMeasurement,
@@ -87,7 +87,7 @@ func BuiltinProfiles() []Profile {
 		{Name: ProfileContour, Routing: 5 * time.Second, Basis: BasisDerived,
 			Source: "Contour sends EndpointSlice changes to Envoy at once (no DAG holdoff): kube-proxy's 5s"},
 		{Name: ProfileTraefik, Routing: 4 * time.Second, Basis: BasisMeasurement,
-			Source: "graceguard measured: delete to last request <=2.08s in 24 deletions, +1s (make e2e, scenario 13)"},
+			Source: "graceguard measured: delete to last request <=2.08s in 24 deletions +1s (e2e scenarios 13, 17)"},
 	}
 }
 

@@ -199,6 +199,9 @@ func clientObjects(f *measureFlags) []client.Object {
 					RestartPolicy:      corev1.RestartPolicyNever,
 					ServiceAccountName: clientName,
 					SecurityContext:    podSecurity(),
+					// The kubelet sets kubeprobe.ServiceHostEnv, which
+					// the --url argument names.
+					EnableServiceLinks: ptr.To(true),
 					Containers: []corev1.Container{{
 						Name:            clientName,
 						Image:           f.image,

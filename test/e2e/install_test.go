@@ -296,6 +296,11 @@ var _ = Describe("graceguard on a real node", Ordered, ContinueOnFailure, func()
 		dbSidecar(ctx)
 	}, NodeTimeout(10*time.Minute))
 
+	It("17. kubectl graceguard measure-routing on the node: through Traefik it agrees with scenario 13's method, through kube-proxy it times the ClusterIP from its Job", func(ctx SpecContext) {
+		requireInstalled()
+		measureRoutingOnNode(ctx)
+	}, NodeTimeout(35*time.Minute))
+
 	It("18. Argo Rollouts' real controller: a canary under load loses none with graceguard's budget, loses some without; a short scaleDownDelaySeconds is warned", func(ctx SpecContext) {
 		requireInstalled()
 		argoCanary(ctx)

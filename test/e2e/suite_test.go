@@ -85,6 +85,9 @@ const (
 	// graceguard.io/sidecars (a) and not (b); both opted in.
 	nsSidecarA = "gg-e2e-sidecar-a"
 	nsSidecarB = "gg-e2e-sidecar-b"
+	// Scenario 17: scenario 13's withdrawal measurement beside
+	// measure-routing's (which makes namespaces of its own).
+	nsRouting = "gg-e2e-routing"
 	// Scenario 18: Argo Rollouts' canary with graceguard (a) and without
 	// (b).
 	nsArgoA = "gg-e2e-argo-a"
@@ -99,7 +102,7 @@ var testNamespaces = []struct {
 }{{nsLab, true}, {nsControl, false}, {nsRollA, true}, {nsRollB, false}, {nsHookA, true}, {nsHookB, false}, {nsChurn, true}, {nsMesh, true}, {nsTune, true}, {nsNative, true},
 	{nsHostile, true}, {nsHostileOut, false}, {nsSteady, true}, {nsBroken, true}, {nsQueue, true},
 	{nsIngress, false}, {nsIngressA, true}, {nsIngressB, false}, {nsDrainA, true}, {nsDrainB, false}, {nsDegrade, true},
-	{nsSidecarA, true}, {nsSidecarB, true}, {nsArgoA, true}, {nsArgoB, false}}
+	{nsSidecarA, true}, {nsSidecarB, true}, {nsRouting, true}, {nsArgoA, true}, {nsArgoB, false}}
 
 var (
 	cl       *cluster.Cluster

@@ -243,7 +243,7 @@ var _ = Describe("kubectl graceguard measure-routing", Ordered, func() {
 		}).WithContext(ctx).WithTimeout(5 * time.Second).Should(Succeed())
 		Expect(job.Spec.Template.Spec.ServiceAccountName).To(Equal("probe-client"))
 		Expect(*job.Spec.ActiveDeadlineSeconds).To(Equal(int64(8)))
-		Expect(job.Spec.Template.Spec.Containers[0].Args).To(ContainElements("measure", "--url=http://probe/", "--deletions=4"))
+		Expect(job.Spec.Template.Spec.Containers[0].Args).To(ContainElements("measure", "--url=http://$(PROBE_SERVICE_HOST)/", "--deletions=4"))
 		Expect(job.Spec.Template.Labels).NotTo(HaveKeyWithValue("app.kubernetes.io/name", "graceguard-routing-probe"), "the probe's Service must not select the client")
 		role, err := kube.RbacV1().Roles(ns).Get(ctx, "probe-client", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
@@ -275,7 +275,7 @@ var _ = Describe("kubectl graceguard measure-routing", Ordered, func() {
 		}).WithContext(ctx).WithTimeout(5 * time.Second).Should(Succeed())
 
 		// The Job's Pod, as its ServiceAccount, against the stand-in
-		// data plane (its URL in place of http://probe/).
+		// data plane (its URL in place of the Service's ClusterIP).
 		const withdrawal = 300 * time.Millisecond
 		fp := startFakeProbes(ctx, 2, withdrawal)
 		defer fp.stop()

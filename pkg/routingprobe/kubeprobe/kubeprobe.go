@@ -33,8 +33,14 @@ const (
 	// PodNameEnv holds each probe Pod's name (the downward API).
 	PodNameEnv = "POD_NAME"
 	// ServiceURL is the probe's Service as the in-cluster client calls
-	// it: its ClusterIP through the cluster's service proxy.
-	ServiceURL = "http://" + ProbeName + "/"
+	// it: its ClusterIP through the cluster's service proxy. The kubelet
+	// expands $(ServiceHostEnv) in the Job's arguments from the Service's
+	// environment variables, so the client needs no cluster DNS and no
+	// lookup adds to a withdrawal.
+	ServiceURL = "http://$(" + ServiceHostEnv + ")/"
+	// ServiceHostEnv is the variable the kubelet sets to the probe
+	// Service's ClusterIP in the Pods created after it.
+	ServiceHostEnv = "PROBE_SERVICE_HOST"
 )
 
 // Labels are the labels of the probe's namespace, Deployment, Service and

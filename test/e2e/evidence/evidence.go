@@ -98,7 +98,9 @@ type Run struct {
 	Drain       *Drain       `json:"nodeDrain,omitempty"`
 	Degrade     *Degrade     `json:"degrade,omitempty"`
 	DBSidecar   *DBSidecar   `json:"databaseSidecar,omitempty"`
-	ArgoRollout *ArgoRollout `json:"argoRollout,omitempty"`
+	// MeasureRouting is scenario 17.
+	MeasureRouting *MeasureRouting `json:"measureRouting,omitempty"`
+	ArgoRollout    *ArgoRollout    `json:"argoRollout,omitempty"`
 }
 
 // Env is what the run ran on.
@@ -664,6 +666,52 @@ type SidecarPod struct {
 	SidecarLogEnded bool `json:"sidecarLogEnded"`
 }
 
+// MeasureRouting is scenario 17 (issue 42): kubectl graceguard
+// measure-routing run on the node through the plugin's entry point, through
+// Traefik (--url) and through the probe Service's ClusterIP with kube-proxy
+// (--in-cluster: its Job runs the release image on the node), beside
+// scenario 13's method through the same Traefik (Reference).
+type MeasureRouting struct {
+	// Started and Commit are the run's that recorded the scenario: a page
+	// may show it beside a full run of another commit.
+	Started time.Time `json:"started"`
+	Commit  string    `json:"commit"`
+	// Image is the probe's and the Job's; KubeProxy and Traefik what
+	// routed the load.
+	Image     string `json:"image"`
+	KubeProxy string `json:"kubeProxy"`
+	Traefik   string `json:"traefik"`
+	// HostToClusterIP is the test process's request to a ClusterIP
+	// Service and its answer.
+	HostToClusterIP string        `json:"hostToClusterIP"`
+	Reference       *Withdrawal   `json:"reference,omitempty"`
+	Runs            []*RoutingRun `json:"runs"`
+	Checks          Checks        `json:"checks"`
+}
+
+// RoutingRun is one run of measure-routing, as it printed it.
+type RoutingRun struct {
+	Name string `json:"name"`
+	// Path is "traefik" or "clusterip"; Args the command line.
+	Path     string   `json:"path"`
+	Args     []string `json:"args"`
+	ExitCode int      `json:"exitCode"`
+	Duration Secs     `json:"durationSeconds"`
+	// Delays are the withdrawals it printed, one per deletion; Min,
+	// Median, P90 and Max its statistics.
+	Delays []Secs `json:"delays"`
+	Min    Secs   `json:"min"`
+	Median Secs   `json:"median"`
+	P90    Secs   `json:"p90"`
+	Max    Secs   `json:"max"`
+	Sent   int    `json:"sent"`
+	Failed int    `json:"failed"`
+	// Profile is the routing delay of the profile it printed; Output its
+	// whole standard output (with its errors when it failed).
+	Profile string `json:"profile"`
+	Output  string `json:"output"`
+}
+
 // ArgoRollout is scenario 18 (issue 43): Argo Rollouts' real controller
 // moves a Rollout of the drain app to a new revision through canary steps
 // (setWeight and pause, no traffic router: replica counts split the
@@ -1207,6 +1255,9 @@ func (r *Run) scenarios() []scenario {
 		add("db-sidecar", "16. A database proxy sidecar named in graceguard.io/sidecars", true, r.DBSidecar.Checks)
 	}
 	// Runs from before this scenario existed have no such row.
+	if r.MeasureRouting != nil {
+		add("measure-routing", "17. kubectl graceguard measure-routing through Traefik and kube-proxy", true, r.MeasureRouting.Checks)
+	}
 	if r.ArgoRollout != nil {
 		add("argo", "18. Argo Rollouts' real controller: a canary under load", true, r.ArgoRollout.Checks)
 	}

@@ -518,6 +518,40 @@ func TestRendersTheDBSidecarScenario(t *testing.T) {
 	}
 }
 
+func TestRendersTheMeasureRoutingScenario(t *testing.T) {
+	ran := time.Date(2026, 12, 7, 22, 30, 0, 0, time.UTC)
+	r := &Run{Schema: Schema, Started: ran, Env: Env{GitCommit: "abc"}, MeasureRouting: &MeasureRouting{Started: ran, Commit: "abc",
+		Image: "registry.local/graceguard:dev", KubeProxy: "v1.37.2, iptables mode", Traefik: "3.6.12",
+		HostToClusterIP: "GET 10.244.128.9:8080: 200 ok",
+		Reference:       &Withdrawal{Rounds: make([]WithdrawalRound, 12), Min: 0.3, Median: 0.95, P90: 1.2, Max: 1.8, Sent: 900},
+		Runs: []*RoutingRun{
+			{Name: "ClusterIP, run 1", Path: "clusterip", Args: []string{"kubectl", "graceguard", "measure-routing", "--in-cluster"},
+				Delays: []Secs{0.4, 0.6}, Min: 0.4, Median: 0.4, P90: 0.6, Max: 0.6, Sent: 500, Profile: "2s", Duration: 80,
+				Output: "Routing profile node-clusterip: 2s, the slowest withdrawal 0.600s + margin 1s, rounded up to whole seconds.\n"},
+			{Name: "Traefik, run 1", Path: "traefik", Args: []string{"kubectl", "graceguard", "measure-routing", "--url", "http://127.0.0.1:1/"},
+				Delays: []Secs{0.9, 1.7}, Min: 0.9, Median: 0.9, P90: 1.7, Max: 1.7, Sent: 600, Failed: 1, Profile: "3s", Duration: 90},
+		}}}
+	r.MeasureRouting.Checks.Add("Traefik, run 1: agrees", "each median within the other's min..max", true, "ok")
+	md := Markdown(r, ".")
+	for _, want := range []string{
+		"| 17. kubectl graceguard measure-routing through Traefik and kube-proxy | passed | scenario 13's method through Traefik: median 0.950 s, max 1.800 s; " +
+			"ClusterIP, run 1: median 0.400 s, max 0.600 s, profile 2s; Traefik, run 1: median 0.900 s, max 1.700 s, profile 3s |",
+		"## 17. kubectl graceguard measure-routing through Traefik and kube-proxy (issue 42)",
+		"| scenario 13's method through Traefik | 12 | 0.300 s | 0.950 s | 1.200 s | 1.800 s | 900 | 0 | | | |",
+		"| ClusterIP, run 1 | 2 | 0.400 s | 0.400 s | 0.600 s | 0.600 s | 500 | 0 | 2s | 0 | 80.0 s |",
+		"| Traefik, run 1 | 2 | 0.900 s | 0.900 s | 1.700 s | 1.700 s | 600 | 1 | 3s | 0 | 90.0 s |",
+		"<details><summary>Traefik, run 1: <code>kubectl graceguard measure-routing --url http://127.0.0.1:1/</code></summary>",
+		"Routing profile node-clusterip: 2s, the slowest withdrawal 0.600s",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the measure-routing scenario renders without %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "Recorded by a run of its own") {
+		t.Error("the scenario of the page's own run is said to come from another run")
+	}
+}
+
 func TestRendersTheArgoRolloutScenario(t *testing.T) {
 	ran := time.Date(2026, 12, 7, 22, 5, 0, 0, time.UTC)
 	r := &Run{Schema: Schema, Started: ran, Env: Env{GitCommit: "abc"}, ArgoRollout: &ArgoRollout{Started: ran, Env: Env{GitCommit: "abc"},

@@ -127,12 +127,12 @@ func ensureHostPackages(ctx context.Context, o Options) (runc, cniDir string, er
 }
 
 // ensureKubernetes runs hack/envtest-assets.sh, which prints the directory
-// holding kube-apiserver, etcd, kubelet, kube-controller-manager and kubectl
-// (built from the Go module proxy on first use, ~25 min on 2 cores), and
-// kube-scheduler when the script supports it.
+// holding kube-apiserver, etcd, kubelet, kube-controller-manager, kube-proxy
+// and kubectl (built from the Go module proxy on first use, ~25 min on 2
+// cores), and kube-scheduler when the script supports it.
 func ensureKubernetes(ctx context.Context, o Options) (string, error) {
 	script := filepath.Join(o.RepoRoot, "hack", "envtest-assets.sh")
-	components := []string{"kubelet", "kube-controller-manager", "kubectl"}
+	components := []string{"kubelet", "kube-controller-manager", "kube-proxy", "kubectl"}
 	// Ask for kube-scheduler once the script can build it; until then Pods
 	// need spec.nodeName.
 	if text, err := os.ReadFile(script); err == nil && strings.Contains(string(text), "kube-scheduler") {
@@ -148,7 +148,7 @@ func ensureKubernetes(ctx context.Context, o Options) (string, error) {
 		return "", fmt.Errorf("cluster: %s: %w", script, err)
 	}
 	dir := strings.TrimSpace(logs.LastLines(stdout.String(), 1))
-	for _, bin := range []string{"kube-apiserver", "etcd", "kubelet", "kube-controller-manager", "kubectl"} {
+	for _, bin := range []string{"kube-apiserver", "etcd", "kubelet", "kube-controller-manager", "kube-proxy", "kubectl"} {
 		if _, err := os.Stat(filepath.Join(dir, bin)); err != nil {
 			return "", fmt.Errorf("cluster: %s printed %q, which lacks %s", script, dir, bin)
 		}

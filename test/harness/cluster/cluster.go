@@ -314,6 +314,11 @@ func (c *Cluster) readiness(name string) func(context.Context) error {
 		return func(ctx context.Context) error {
 			return httpOK(ctx, insecure, "https://127.0.0.1:"+strconv.Itoa(SchedulerPort)+"/healthz", "ok")
 		}
+	case "kube-proxy":
+		// 200 once its first sync of the rules is done.
+		return func(ctx context.Context) error {
+			return httpOK(ctx, http.DefaultClient, "http://127.0.0.1:"+strconv.Itoa(KubeProxyHealthzPort)+"/healthz", "lastUpdated")
+		}
 	case "containerd":
 		return func(ctx context.Context) error {
 			_, err := c.ctr(ctx, "version")
@@ -501,8 +506,8 @@ func down(ctx context.Context, o Options, l layout) error {
 			stopPID(pid, 0, 5*time.Second)
 		}
 	}
-	// 4. The control plane.
-	for _, name := range []string{"kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"} {
+	// 4. kube-proxy (before its chains are removed), then the control plane.
+	for _, name := range []string{"kube-proxy", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"} {
 		stopRecorded(l, name, 15*time.Second)
 	}
 	// 5. Anything else that mentions the run directory.
@@ -602,7 +607,7 @@ func Status(ctx context.Context, opts Options) (*StatusReport, error) {
 	if _, err := os.Stat(l.kubeconfig); err == nil {
 		s.Kubeconfig = l.kubeconfig
 	}
-	names := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet",
+	names := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet", "kube-proxy",
 		"containerd" + secondNode.suffix, "kubelet" + secondNode.suffix}
 	for _, n := range names {
 		r, ok := readRecord(l, n)

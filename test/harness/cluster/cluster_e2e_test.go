@@ -152,6 +152,36 @@ func TestClusterSmoke(t *testing.T) {
 			return ok && isTrue(ep.Conditions.Ready) && isTrue(ep.Conditions.Serving) && !isTrue(ep.Conditions.Terminating)
 		})
 	})
+	t.Run("the test process reaches the Pod through the Service's ClusterIP (kube-proxy)", func(t *testing.T) {
+		got, err := cs.CoreV1().Services(ns).Get(ctx, svc.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		url := "http://" + got.Spec.ClusterIP + ":80/"
+		// A new connection per attempt: one opened before kube-proxy
+		// programmed the Service left through the default route, and
+		// whatever answered there must not be asked again.
+		client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		start := time.Now()
+		var last string
+		answer := func() string {
+			resp, err := client.Get(url)
+			if err != nil {
+				return err.Error()
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return fmt.Sprintf("%d %q", resp.StatusCode, b)
+		}
+		waitFor(t, ctx, "GET "+url+" answered by the Pod", func() bool {
+			if a := answer(); a != last {
+				last = a
+				t.Logf("GET %s: %s", url, a)
+			}
+			return strings.Contains(last, "200 \"hello from "+pod.Name)
+		})
+		t.Logf("TIMING EndpointSlice ready -> GET %s answered: %s (%s)", url, time.Since(start).Round(time.Millisecond), last)
+	})
 	if t.Failed() {
 		t.FailNow()
 	}

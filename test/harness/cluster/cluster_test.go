@@ -342,3 +342,16 @@ func TestSecondNodeHasItsOwnStateNetworkAndTaint(t *testing.T) {
 		t.Errorf("node IP %s or link peer %s is off its network", Node2IP, node2LinkPeer)
 	}
 }
+
+// kube-proxy's rules carry comments with spaces: Down deletes its jumps by
+// the arguments iptables -S printed, so the quotes must come off whole.
+func TestRuleArgsKeepQuotedCommentsWhole(t *testing.T) {
+	line := `-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES`
+	want := []string{"-A", "PREROUTING", "-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES"}
+	if got := ruleArgs(line); !slices.Equal(got, want) {
+		t.Errorf("ruleArgs(%q) = %q, want %q", line, got, want)
+	}
+	if got := ruleArgs(`-A X --comment "say \"hi\"" -j Y`); !slices.Equal(got, []string{"-A", "X", "--comment", `say "hi"`, "-j", "Y"}) {
+		t.Errorf("escaped quotes: %q", got)
+	}
+}

@@ -1,7 +1,8 @@
 // Package cluster runs a real single-node Kubernetes cluster on this Linux
 // machine, without Docker or kind: etcd, kube-apiserver,
 // kube-controller-manager (and kube-scheduler when its binary is next to
-// the others), containerd v2 with runc, and a kubelet, all as background
+// the others), containerd v2 with runc, a kubelet and kube-proxy
+// (iptables mode, on the first node), all as background
 // processes of one run directory, built from the Go module proxy
 // (hack/envtest-assets.sh and ContainerdVersion). The e2e suite calls Up and
 // Down; the hack/cluster command is a thin CLI over the same functions.
@@ -30,8 +31,8 @@
 //   - Nothing listens outside loopback, the gg0 bridge and the second node's
 //     namespace; Pods route only 10.244.0.0/16, which holds both nodes' Pod
 //     ranges, the link between them and the Service range, so
-//     Pods reach the apiserver through the kubernetes Service (one DNAT rule
-//     stands in for kube-proxy) and nothing beyond the node.
+//     Pods reach Services (the apiserver's kubernetes Service too) through
+//     kube-proxy, and nothing beyond the node.
 //
 // Layout of the run directory (default bin/cluster in the repository):
 //

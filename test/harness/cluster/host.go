@@ -24,8 +24,14 @@ import (
 
 // sysctls the components change: the bridge plugin (isGateway) turns on IPv4
 // forwarding, and a kubelet with protectKernelDefaults=false sets the rest.
+// kube-proxy is told to leave its own (route_localnet, conntrack limit and
+// timeouts) alone; they are recorded all the same.
 var recordedSysctls = []string{
 	"net/ipv4/ip_forward",
+	"net/ipv4/conf/all/route_localnet",
+	"net/netfilter/nf_conntrack_max",
+	"net/netfilter/nf_conntrack_tcp_timeout_established",
+	"net/netfilter/nf_conntrack_tcp_timeout_close_wait",
 	"vm/overcommit_memory",
 	"vm/panic_on_oom",
 	"kernel/panic",
@@ -181,8 +187,9 @@ func listChains(ctx context.Context) map[string][]string {
 	return out
 }
 
-// ensureServiceDNAT stands in for kube-proxy for one Service: Pods' packets
-// to the kubernetes Service reach the apiserver on NodeIP.
+// ensureServiceDNAT stands in for kube-proxy for one Service before it has
+// synced (its rules come first then): Pods' packets to the kubernetes
+// Service reach the apiserver on NodeIP.
 func ensureServiceDNAT(ctx context.Context) error {
 	ipt := func(args ...string) (string, error) {
 		return runCmd(ctx, "iptables", append([]string{"-w", "5", "-t", "nat"}, args...)...)
@@ -248,7 +255,8 @@ func cleanupIptables(ctx context.Context, rec hostRecord, haveRecord bool) []err
 		// Delete rules (in any chain) that jump to a dropped chain.
 		rules, _ := runCmd(ctx, bin, "-w", "5", "-t", table, "-S")
 		for _, line := range strings.Split(rules, "\n") {
-			f := strings.Fields(line)
+			// kube-proxy's rules carry quoted comments with spaces.
+			f := ruleArgs(line)
 			if len(f) < 2 || f[0] != "-A" {
 				continue
 			}
@@ -274,6 +282,38 @@ func cleanupIptables(ctx context.Context, rec hostRecord, haveRecord bool) []err
 		}
 	}
 	return errs
+}
+
+// ruleArgs splits a line of iptables -S into the arguments that delete
+// it again: fields apart at spaces, but a double-quoted one kept whole and
+// unquoted (iptables quotes a comment with spaces, escaping \" and \\).
+func ruleArgs(line string) []string {
+	var out []string
+	var cur strings.Builder
+	in, quoted := false, false
+	for i := 0; i < len(line); i++ {
+		ch := line[i]
+		switch {
+		case quoted && ch == '\\' && i+1 < len(line):
+			i++
+			cur.WriteByte(line[i])
+		case ch == '"':
+			quoted, in = !quoted, true
+		case ch == ' ' && !quoted:
+			if in {
+				out = append(out, cur.String())
+				cur.Reset()
+				in = false
+			}
+		default:
+			cur.WriteByte(ch)
+			in = true
+		}
+	}
+	if in {
+		out = append(out, cur.String())
+	}
+	return out
 }
 
 // ---------------------------------------------------------------- mounts

@@ -22,10 +22,14 @@ const (
 	PodCIDR  = "10.244.0.0/24"
 	PodRoute = "10.244.0.0/16"
 	// ServiceCIDR lies inside PodRoute so that a Pod's packets to a Service
-	// IP reach the node, where the kubernetes Service is DNATed to the
-	// apiserver. Other Services have no proxy: use EndpointSlices or Pod IPs.
+	// IP reach the node, where kube-proxy (iptables mode) DNATs them to an
+	// endpoint; the cluster's own DNAT rule for the kubernetes Service
+	// (from before kube-proxy ran here) stays as a fallback.
 	ServiceCIDR         = "10.244.128.0/24"
 	KubernetesServiceIP = "10.244.128.1"
+	// ClusterCIDR is kube-proxy's: traffic to a Service from outside it
+	// (the host) is masqueraded.
+	ClusterCIDR = PodRoute
 
 	APIServerPort         = 16443
 	EtcdClientPort        = 12379
@@ -34,6 +38,8 @@ const (
 	SchedulerPort         = 10359
 	KubeletPort           = 10250
 	KubeletHealthzPort    = 10248
+	KubeProxyHealthzPort  = 10256
+	KubeProxyMetricsPort  = 10249
 
 	// CgroupRoot is the kubelet's cgroupRoot: every Pod process lives below it.
 	CgroupRoot = "/graceguard"

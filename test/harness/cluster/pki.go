@@ -40,6 +40,7 @@ func certSpecs() []certSpec {
 		{name: "admin", ca: "ca", cn: "graceguard-admin", orgs: []string{"system:masters"}, client: true},
 		{name: "controller-manager", ca: "ca", cn: "system:kube-controller-manager", client: true},
 		{name: "scheduler", ca: "ca", cn: "system:kube-scheduler", client: true},
+		{name: "kube-proxy", ca: "ca", cn: "system:kube-proxy", client: true},
 		{name: "kubelet-client", ca: "ca", cn: "system:node:" + NodeName, orgs: []string{"system:nodes"}, client: true},
 		{name: "kubelet", ca: "ca", cn: NodeName, server: true, dns: []string{NodeName}, ips: []string{NodeIP}},
 		// The second node (node2.go).
