@@ -43,22 +43,9 @@ stamp="${out}.stamp"
 go_version=$(go env GOVERSION) || die "go not found in PATH"
 want_stamp="${module}@${version} ${sum} ${go_version} CGO_ENABLED=0"
 
-cached() { [[ -x "${out}" && -f "${stamp}" && "$(cat "${stamp}")" == "${want_stamp}" ]]; }
-if cached; then
-	printf '%s\n' "${out}"
-	exit 0
-fi
-
-exec 9>"${out}.lock"
-if ! flock -n 9; then
-	log "another run holds ${out}.lock; waiting"
-	flock 9
-fi
-if cached; then
-	printf '%s\n' "${out}"
-	exit 0
-fi
-rm -f "${stamp}"
+# shellcheck source=lib/build-once.sh
+. "${script_dir}/lib/build-once.sh"
+build_once "${out}" "${want_stamp}"
 
 start=${SECONDS}
 json=$(cd "${repo_root}" && GOWORK=off GOFLAGS= go mod download -json "${module}@${version}") ||
